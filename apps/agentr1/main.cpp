@@ -1,0 +1,57 @@
+// agentr1 — native framework for training LLM agents with multi-turn RL.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <memory>
+
+#include "agentr1/core/log.h"
+#include "command.h"
+
+namespace agentr1::cli {
+std::vector<CommandSpec>& commands() {
+  static std::vector<CommandSpec> c;
+  return c;
+}
+}  // namespace agentr1::cli
+
+int main(int argc, char** argv) {
+  using namespace agentr1;
+  CLI::App app{"agentr1: train language-model agents with multi-turn reinforcement learning"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "debug|info|warn|error|off")->capture_default_str();
+  auto& specs = cli::commands();
+  std::sort(specs.begin(), specs.end(),
+            [](const cli::CommandSpec& a, const cli::CommandSpec& b) { return a.name < b.name; });
+  std::map<CLI::App*, cli::RunFn> runs;
+  for (auto& spec : specs) {
+    CLI::App* sub = app.add_subcommand(spec.name, spec.description);
+    sub->fallthrough();
+    runs[sub] = spec.setup(*sub);
+  }
+  std::string cmd_name = "agentr1";
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string where = "agentr1";
+    for (auto* sub : app.get_subcommands()) where += " " + sub->get_name();
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", where.c_str(), e.what());
+    return 2;
+  }
+  try {
+    set_log_level(parse_log_level(log_level));
+    for (auto* sub : app.get_subcommands()) {
+      cmd_name = "agentr1 " + sub->get_name();
+      return runs.at(sub)();
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", cmd_name.c_str(), e.what());
+    return 1;
+  }
+  return 0;
+}

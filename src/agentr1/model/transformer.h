@@ -1,0 +1,78 @@
+// agentr1/model/transformer.h — decoder-only transformer for Qwen2, Qwen3 and Llama.
+//
+//   Transformer m = load_pretrained(dir, torch::kFloat32, device);  // HF layout
+//   auto logits = m->forward(ids);                  // ids [B,T] -> [B,T,V] (fp32)
+//   auto lp = token_logprobs(m, ids);               // [B,T-1]: log p(ids[t+1] | ids[..t])
+//   save_pretrained(m, out_dir, torch::kBFloat16);  // config.json + model.safetensors
+//
+// Parameter names follow HF exactly (model.embed_tokens.weight,
+// model.layers.N.self_attn.q_proj.weight, ..., model.norm.weight, lm_head.weight),
+// so a state dict maps one to one onto safetensors tensors.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "agentr1/model/config.h"
+#include "agentr1/model/kv_cache.h"
+
+namespace agentr1::model {
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const ModelConfig& cfg);
+
+  const ModelConfig& config() const { return cfg_; }
+
+  // Full causal forward (training, scoring).
+  //   ids:         [B,T] int64
+  //   positions:   [B,T] int64 position ids; undefined = 0..T-1 in every row
+  //   segment_ids: [B,T] int64; undefined = one segment per row. A token attends
+  //                only to earlier tokens of the same segment id (packing); ids < 0
+  //                mark padding (their outputs are garbage and must be masked).
+  // Returns logits [B,T,V] in fp32.
+  at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions = {},
+                     const at::Tensor& segment_ids = {});
+  // Same as forward but returns the final normed hidden states [B,T,H] (value heads).
+  at::Tensor hidden_states(const at::Tensor& ids, const at::Tensor& positions = {},
+                           const at::Tensor& segment_ids = {});
+  // Projects hidden states [...,H] to fp32 logits [...,V] (tied or lm_head).
+  at::Tensor logits_from_hidden(const at::Tensor& hidden);
+
+  // Incremental forward against a KV cache (inference; call under NoGradGuard).
+  //   ids:   [B,T] int64, row b holds n_new[b] <= T valid tokens (left-aligned, rest pad)
+  //   slots: B distinct cache slots; row b's tokens get positions
+  //          cache.length(slots[b]) + 0..n_new[b]-1 and are appended to that slot
+  // Attends over the slot's cached prefix plus the new tokens (causal). Updates the
+  // slot lengths. Returns fp32 logits of each row's last valid token: [B,V].
+  // Throws Error if a slot would exceed cache.max_len().
+  at::Tensor forward_cached(const at::Tensor& ids, const std::vector<int64_t>& slots,
+                            const std::vector<int64_t>& n_new, KVCache& cache);
+
+ private:
+  ModelConfig cfg_;
+  struct Impl;                          // layers, rope tables (defined in .cpp)
+  std::shared_ptr<Impl> impl_;
+};
+TORCH_MODULE(Transformer);
+
+// Log-prob of each next token: ids [B,T] -> [B,T-1] fp32, lp[b,t] = log p(ids[b,t+1] | ids[b,..t]).
+at::Tensor token_logprobs(Transformer& model, const at::Tensor& ids);
+
+// New model with weights initialised like HF (normal(0, initializer_range=0.02),
+// norms to 1), from a seed.
+Transformer init_random(const ModelConfig& cfg, uint64_t seed);
+
+// Loads config.json + model.safetensors (or the sharded model.safetensors.index.json)
+// from dir, casting weights to `dtype`. Throws Error naming the file, tensor and
+// problem (missing/unexpected tensor, wrong shape, bad header).
+Transformer load_pretrained(const std::string& dir, at::ScalarType dtype, at::Device device);
+// Writes config.json (torch_dtype = dtype) and model.safetensors in HF layout.
+// max_shard_bytes > 0 splits into model-0000i-of-0000n.safetensors + index.json.
+void save_pretrained(Transformer& model, const std::string& dir, at::ScalarType dtype,
+                     int64_t max_shard_bytes = 0);
+
+}  // namespace agentr1::model
