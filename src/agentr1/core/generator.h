@@ -45,9 +45,10 @@ struct GenRequest {
 
 struct GenResult {
   TokenIds token_ids;                // sampled ids, stop token included when it fired
-  std::vector<float> logprobs;       // log pi(token | prefix), same length as token_ids;
-                                     // under the *unmodified* distribution (temperature 1,
-                                     // no top-k/top-p), i.e. what the learner recomputes
+  std::vector<float> logprobs;       // log pi(token | prefix), same length as token_ids:
+                                     // log_softmax(logits / T) with T = temperature (T = 1
+                                     // when greedy), before top-k/top-p truncation -- what
+                                     // the learner recomputes (verl's convention)
   FinishReason finish = FinishReason::kLength;
   int64_t policy_version = 0;        // weights version that produced the tokens
 };
