@@ -1,0 +1,58 @@
+#include "agentr1/env/observation.h"
+
+#include "agentr1/core/error.h"
+
+namespace agentr1::env {
+
+Observation Observation::from_text(std::string text) {
+  Observation o;
+  o.kind_ = Kind::kText;
+  o.text_ = std::move(text);
+  return o;
+}
+
+Observation Observation::from_messages(json messages) {
+  AGENTR1_CHECK(messages.is_array(),
+                "an Observation's messages must be a JSON array of chat messages, got "
+                    << messages.type_name());
+  Observation o;
+  o.kind_ = Kind::kMessages;
+  o.messages_ = std::move(messages);
+  return o;
+}
+
+Observation Observation::from_tokens(TokenIds ids) {
+  Observation o;
+  o.kind_ = Kind::kTokens;
+  o.tokens_ = std::move(ids);
+  return o;
+}
+
+const char* observation_kind_name(Observation::Kind k) {
+  switch (k) {
+    case Observation::Kind::kText: return "text";
+    case Observation::Kind::kMessages: return "messages";
+    case Observation::Kind::kTokens: return "tokens";
+  }
+  return "?";
+}
+
+const std::string& Observation::text() const {
+  AGENTR1_CHECK(kind_ == Kind::kText,
+                "Observation holds " << observation_kind_name(kind_) << ", not text");
+  return text_;
+}
+
+const json& Observation::messages() const {
+  AGENTR1_CHECK(kind_ == Kind::kMessages,
+                "Observation holds " << observation_kind_name(kind_) << ", not messages");
+  return messages_;
+}
+
+const TokenIds& Observation::tokens() const {
+  AGENTR1_CHECK(kind_ == Kind::kTokens,
+                "Observation holds " << observation_kind_name(kind_) << ", not tokens");
+  return tokens_;
+}
+
+}  // namespace agentr1::env

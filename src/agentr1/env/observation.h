@@ -1,0 +1,55 @@
+// agentr1/env/observation.h — what an environment shows the policy, and what the
+// policy did.
+//
+//   Observation o = Observation::from_messages(sample.prompt);  // flow renders + encodes
+//   Observation o = Observation::from_tokens(ids);              // used verbatim (exact)
+//   Action a{gen.token_ids, tokenizer.decode(gen.token_ids)};
+//
+// An Observation is exactly one of: text, chat messages, token ids, and it is always
+// the FULL next prompt (not a delta): the environment owns the context. Token ids are
+// the exact form (append-only contexts keep the sampled ids); text and messages are
+// encoded by the flow (messages through the chat template with a generation prompt).
+#pragma once
+
+#include <string>
+
+#include "agentr1/core/generator.h"
+#include "agentr1/core/json.h"
+
+namespace agentr1::env {
+
+class Observation {
+ public:
+  enum class Kind { kText, kMessages, kTokens };
+
+  static Observation from_text(std::string text);
+  static Observation from_messages(json messages);   // throws Error unless a JSON array
+  static Observation from_tokens(TokenIds ids);
+
+  Kind kind() const { return kind_; }
+  const std::string& text() const;      // throws Error unless kind() == kText
+  const json& messages() const;         // throws Error unless kind() == kMessages
+  const TokenIds& tokens() const;       // throws Error unless kind() == kTokens
+
+ private:
+  Kind kind_ = Kind::kText;
+  std::string text_;
+  json messages_;
+  TokenIds tokens_;
+};
+
+const char* observation_kind_name(Observation::Kind k);
+
+struct Action {
+  TokenIds ids;        // exactly what the policy sampled
+  std::string text;    // decoded from ids, for tools and humans
+};
+
+struct StepResult {
+  Observation observation;   // next prompt (ignored when done)
+  float reward = 0.0f;       // per-step reward
+  bool done = false;         // episode over
+  json info = json::object();  // tool calls, errors, per-step metrics (namespaced keys)
+};
+
+}  // namespace agentr1::env
