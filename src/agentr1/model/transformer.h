@@ -59,18 +59,26 @@ class TransformerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Transformer);
 
+// "fp32"|"float32" -> kFloat, "bf16"|"bfloat16" -> kBFloat16, "fp16"|"float16" -> kHalf;
+// throws Error listing the accepted names.
+at::ScalarType parse_dtype(const std::string& name);
+// HF config.json torch_dtype name: "float32", "bfloat16", "float16" (throws for others).
+const char* hf_dtype_name(at::ScalarType dtype);
+
 // Log-prob of each next token: ids [B,T] -> [B,T-1] fp32, lp[b,t] = log p(ids[b,t+1] | ids[b,..t]).
 at::Tensor token_logprobs(Transformer& model, const at::Tensor& ids);
 
-// New model with weights initialised like HF (normal(0, initializer_range=0.02),
-// norms to 1), from a seed.
+// New fp32 CPU model with weights initialised like HF's _init_weights: normal(0, 0.02)
+// for linear and embedding weights, zero biases, ones for norms; drawn from a private
+// generator seeded with `seed` (the global RNG is untouched). Same seed, same weights.
 Transformer init_random(const ModelConfig& cfg, uint64_t seed);
 
 // Loads config.json + model.safetensors (or the sharded model.safetensors.index.json)
 // from dir, casting weights to `dtype`. Throws Error naming the file, tensor and
 // problem (missing/unexpected tensor, wrong shape, bad header).
 Transformer load_pretrained(const std::string& dir, at::ScalarType dtype, at::Device device);
-// Writes config.json (torch_dtype = dtype) and model.safetensors in HF layout.
+// Writes config.json (torch_dtype = dtype) and model.safetensors in HF layout (tensor
+// names sorted; a tied model stores no lm_head.weight).
 // max_shard_bytes > 0 splits into model-0000i-of-0000n.safetensors + index.json.
 void save_pretrained(Transformer& model, const std::string& dir, at::ScalarType dtype,
                      int64_t max_shard_bytes = 0);

@@ -1,0 +1,69 @@
+// Helpers shared by the model layer's tests (not part of the library).
+#pragma once
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "agentr1/model/transformer.h"
+
+namespace agentr1::model::testing {
+
+// Small configs of each arch. Qwen3's head_dim (32) != hidden/heads (16) on purpose.
+inline ModelConfig tiny_config(Arch arch, bool tied = false) {
+  ModelConfig c;
+  c.arch = arch;
+  c.vocab_size = 97;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = arch == Arch::kQwen3 ? 32 : 16;
+  c.max_position_embeddings = 256;
+  c.rope_theta = arch == Arch::kLlama ? 500000.0 : 25000.0;
+  c.rms_norm_eps = 1e-6;
+  c.tie_word_embeddings = tied;
+  c.attention_bias = arch == Arch::kQwen2;
+  c.qk_norm = arch == Arch::kQwen3;
+  c.bos_token_id = 1;
+  c.eos_token_id = 2;
+  return c;
+}
+
+// A model whose weights are large enough that outputs depend strongly on every
+// input (HF's 0.02 init gives near-uniform logits, which hide bugs).
+inline Transformer spicy_model(const ModelConfig& cfg, uint64_t seed) {
+  Transformer m = init_random(cfg, seed);
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed + 1000);
+  at::NoGradGuard ng;
+  for (auto& p : m->named_parameters()) {
+    at::Tensor& t = p.value();
+    const std::string& n = p.key();
+    if (n.size() >= 11 && n.compare(n.size() - 11, 11, "norm.weight") == 0) {
+      t.normal_(1.0, 0.2, gen);
+    } else if (t.dim() == 1) {
+      t.normal_(0.0, 0.3, gen);
+    } else {
+      t.normal_(0.0, 1.5 / std::sqrt(static_cast<double>(t.size(1))), gen);
+    }
+  }
+  m->eval();
+  return m;
+}
+
+// Random ids [B,T] in [0, vocab).
+inline at::Tensor random_ids(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randint(vocab, {B, T}, gen, at::kLong);
+}
+
+inline std::string temp_dir(const std::string& tag) {
+  std::string t = "/tmp/agentr1_" + tag + "_XXXXXX";
+  if (!mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
+  return t;
+}
+
+}  // namespace agentr1::model::testing
