@@ -1,0 +1,387 @@
+// Unit tests for the byte-level BPE tokenizer on a tiny hand-made tokenizer.json whose
+// expected ids are worked out by hand in the comments.
+#include "agentr1/text/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "agentr1/core/error.h"
+#include "agentr1/text/bpe_model.h"
+#include "agentr1/text/byte_level.h"
+#include "agentr1/text/pretokenizer.h"
+#include "agentr1/text/unicode.h"
+
+namespace agentr1::text {
+namespace {
+
+namespace fs = std::filesystem;
+
+// GPT-2 byte-level spellings, worked out from the published mapping: printable Latin-1
+// bytes stand for themselves; the others, in byte order, become U+0100, U+0101, ...:
+// 0x00..0x20 -> U+0100..U+0120 (so ' ' -> U+0120 'Ġ', '\n' -> U+010A 'Ċ'),
+// 0x7F..0xA0 -> U+0121..U+0142 (0x80 -> U+0122 'Ģ', 0x98 -> U+013A 'ĺ', 0x9F -> U+0141 'Ł'),
+// 0xAD -> U+0143. So "😀" (F0 9F 98 80) is spelled "ðŁĺĢ" and "é" (C3 A9) is "Ã©".
+json tiny_tokenizer_json() {
+  return json::parse(R"JSON({
+    "version": "1.0",
+    "truncation": null,
+    "padding": null,
+    "added_tokens": [
+      {"id": 100, "content": "<|end|>", "single_word": false, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": true},
+      {"id": 101, "content": "<tool>", "single_word": false, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": false},
+      {"id": 102, "content": "<pad>", "single_word": false, "lstrip": true, "rstrip": true,
+       "normalized": false, "special": true},
+      {"id": 103, "content": "cd", "single_word": true, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": false}
+    ],
+    "normalizer": {"type": "NFC"},
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                      "use_regex": true},
+    "post_processor": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false,
+                       "use_regex": true},
+    "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true,
+                "use_regex": true},
+    "model": {
+      "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+      "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
+      "ignore_merges": false,
+      "vocab": {"a": 0, "b": 1, "c": 2, "d": 3, "Ġ": 4, "ab": 5, "abc": 6, "Ġa": 7, "Ġab": 8,
+                "ð": 9, "Ł": 10, "ĺ": 11, "Ģ": 12, "ðŁ": 13, "Ċ": 14, "e": 15, "Ã": 16,
+                "©": 17, "Ã©": 18, "aa": 21},
+      "merges": ["a b", "ab c", "Ġ a", "Ġa b", "ð Ł", "Ã ©", ["a", "a"]]
+    }
+  })JSON");
+}
+
+json tiny_config() {
+  return json::parse(R"JSON({"eos_token": "<|end|>", "bos_token": null,
+                             "pad_token": {"content": "<pad>"}, "add_bos_token": false,
+                             "chat_template": "{{ messages }}"})JSON");
+}
+
+Tokenizer tiny() { return Tokenizer::from_json(tiny_tokenizer_json(), tiny_config()); }
+
+TEST(ByteLevel, MatchesPublishedGpt2Mapping) {
+  EXPECT_EQ(bytes_to_byte_level(" "), "\xC4\xA0");                  // U+0120 Ġ
+  EXPECT_EQ(bytes_to_byte_level("\n"), "\xC4\x8A");                 // U+010A Ċ
+  EXPECT_EQ(bytes_to_byte_level("\xF0\x9F\x98\x80"), "ðŁĺĢ");
+  EXPECT_EQ(bytes_to_byte_level("\xAD"), "\xC5\x83");               // U+0143
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  std::string back;
+  ASSERT_TRUE(byte_level_to_bytes(bytes_to_byte_level(all), back));
+  EXPECT_EQ(back, all);
+  // 'é' (U+00E9) is printable Latin-1, so it spells byte 0xE9; '€' is outside the alphabet.
+  std::string untouched = "x";
+  EXPECT_FALSE(byte_level_to_bytes("\xE2\x82\xAC", untouched));  // '€' U+20AC
+  EXPECT_EQ(untouched, "x");
+}
+
+TEST(Unicode, SanitizeUsesMaximalSubparts) {
+  // Example from the Unicode standard (chapter 3, "U+FFFD Substitution of Maximal
+  // Subparts"): 61 F1 80 80 E1 80 C2 62 80 63 80 BF 64 -> a FFFD FFFD FFFD b FFFD c FFFD FFFD d
+  const std::string in = "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64";
+  const std::string r = "\xEF\xBF\xBD";
+  EXPECT_EQ(sanitize_utf8(in), "a" + r + r + r + "b" + r + "c" + r + r + "d");
+  EXPECT_FALSE(is_valid_utf8(in));
+  EXPECT_TRUE(is_valid_utf8("h\xC3\xA9llo \xF0\x9F\x98\x80"));
+  EXPECT_FALSE(is_valid_utf8("\xED\xA0\x80"));  // a surrogate
+  EXPECT_FALSE(is_valid_utf8("\xC0\xAF"));      // overlong
+  EXPECT_EQ(incomplete_utf8_tail("ab\xF0\x9F"), 2u);
+  EXPECT_EQ(incomplete_utf8_tail("ab\xF0\x9F\x98"), 3u);
+  EXPECT_EQ(incomplete_utf8_tail("ab\xF0\x9F\x98\x80"), 0u);
+  EXPECT_EQ(incomplete_utf8_tail("ab\xE0\x80"), 0u);  // invalid already, nothing to wait for
+}
+
+TEST(Unicode, NormalizeNfc) {
+  EXPECT_EQ(normalize("e\xCC\x81", NormalForm::kNFC), "\xC3\xA9");     // e + U+0301 -> é
+  EXPECT_EQ(normalize("\xC3\xA9", NormalForm::kNFD), "e\xCC\x81");
+  EXPECT_EQ(normalize("\xEF\xAC\x81", NormalForm::kNFKC), "fi");      // U+FB01 ligature
+  EXPECT_EQ(normalize("plain ascii", NormalForm::kNFC), "plain ascii");
+}
+
+TEST(PreTokenizer, SplitBehaviors) {
+  // "the-final--countdown" split on "-" (HF's documented examples).
+  auto run = [](const char* behavior) {
+    json j = json::parse(std::string(R"({"type": "Split", "pattern": {"String": "-"},
+                                          "behavior": ")") + behavior + R"(", "invert": false})");
+    PreTokenizer pre = PreTokenizer::from_json(j);
+    std::string buf;
+    std::vector<Span> pieces;
+    pre.split("the-final--countdown", buf, pieces);
+    std::vector<std::string> out;
+    for (auto p : pieces) out.push_back(buf.substr(p.begin, p.end - p.begin));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(run("Removed"), (V{"the", "final", "countdown"}));
+  EXPECT_EQ(run("Isolated"), (V{"the", "-", "final", "-", "-", "countdown"}));
+  EXPECT_EQ(run("MergedWithPrevious"), (V{"the-", "final-", "-", "countdown"}));
+  EXPECT_EQ(run("MergedWithNext"), (V{"the", "-final", "-", "-countdown"}));
+  EXPECT_EQ(run("Contiguous"), (V{"the", "-", "final", "--", "countdown"}));
+}
+
+TEST(PreTokenizer, QwenRegexPieces) {
+  json j = json::parse(R"JSON({"type": "Split", "pattern": {"Regex":
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    "behavior": "Isolated", "invert": false})JSON");
+  PreTokenizer pre = PreTokenizer::from_json(j);
+  std::string buf;
+  std::vector<Span> pieces;
+  pre.split("It's 42 ok!!\n\n  x\xC2\x85\xC2\x85y", buf, pieces);
+  std::vector<std::string> out;
+  for (auto p : pieces) out.push_back(buf.substr(p.begin, p.end - p.begin));
+  // U+0085 is White_Space (as in Oniguruma and tokenizers.js, which give the same
+  // pieces), so "\x85\x85" is not a " ?[^\s\p{L}\p{N}]+" run.
+  EXPECT_EQ(out, (std::vector<std::string>{"It", "'s", " ", "4", "2", " ok", "!!\n\n", " ",
+                                           " x", "\xC2\x85", "\xC2\x85y"}));
+}
+
+TEST(Tokenizer, HandWorkedIds) {
+  Tokenizer tok = tiny();
+  // "ab": a b -> merge rank 0 -> ab.
+  EXPECT_EQ(tok.encode("ab"), (TokenIds{5}));
+  // " ab": Ġ a b; (a,b) has rank 0 < (Ġ,a) rank 2, so Ġ ab, and (Ġ,ab) has no merge.
+  EXPECT_EQ(tok.encode(" ab"), (TokenIds{4, 5}));
+  // " a": Ġ a -> Ġa.
+  EXPECT_EQ(tok.encode(" a"), (TokenIds{7}));
+  // "abc abd": "abc" -> ab c -> abc; " abd" -> Ġ ab d.
+  EXPECT_EQ(tok.encode("abc abd"), (TokenIds{6, 4, 5, 3}));
+  // "aaa": (a,a) twice with the same rank: the leftmost merges first -> aa a.
+  EXPECT_EQ(tok.encode("aaa"), (TokenIds{21, 0}));
+  // "é" = C3 A9 = Ã © -> Ã©; the decomposed e + U+0301 is NFC-normalized to the same.
+  EXPECT_EQ(tok.encode("\xC3\xA9"), (TokenIds{18}));
+  EXPECT_EQ(tok.encode("e\xCC\x81"), (TokenIds{18}));
+  // "😀" = ð Ł ĺ Ģ -> ðŁ ĺ Ģ.
+  EXPECT_EQ(tok.encode("\xF0\x9F\x98\x80"), (TokenIds{13, 11, 12}));
+  // "\n" -> Ċ; characters missing from the vocab (no unk_token) are dropped, as in HF.
+  EXPECT_EQ(tok.encode("a\nz"), (TokenIds{0, 14}));
+  EXPECT_EQ(tok.encode(""), TokenIds{});
+}
+
+TEST(Tokenizer, AddedTokens) {
+  Tokenizer tok = tiny();
+  EXPECT_EQ(tok.encode("ab<|end|>a"), (TokenIds{5, 100, 0}));
+  // Not allowed: "<|end|>" is plain text: pieces "ab" "<|" "end" "|>" "a"; only e, d and a
+  // are in the vocab.
+  EXPECT_EQ(tok.encode("ab<|end|>a", /*allow_special=*/false), (TokenIds{5, 15, 3, 0}));
+  // Non-special added tokens match either way.
+  EXPECT_EQ(tok.encode("a<tool>b"), (TokenIds{0, 101, 1}));
+  EXPECT_EQ(tok.encode("a<tool>b", false), (TokenIds{0, 101, 1}));
+  // lstrip + rstrip swallow the surrounding whitespace.
+  EXPECT_EQ(tok.encode("a  <pad>\n b"), (TokenIds{0, 102, 1}));
+  // single_word "cd": only matches as a whole word.
+  EXPECT_EQ(tok.encode("cd"), (TokenIds{103}));
+  EXPECT_EQ(tok.encode("a cd"), (TokenIds{0, 4, 103}));
+  EXPECT_EQ(tok.encode("acd"), (TokenIds{0, 2, 3}));
+  // Invalid UTF-8 is replaced by U+FFFD (EF BF BD, whose chars are not in this vocab).
+  EXPECT_EQ(tok.encode("a\xFF" "b"), tok.encode("a\xEF\xBF\xBD" "b"));
+}
+
+TEST(Tokenizer, VocabAndConfig) {
+  Tokenizer tok = tiny();
+  EXPECT_EQ(tok.vocab_size(), 104);
+  EXPECT_EQ(tok.token_to_id("Ġab"), 8);
+  EXPECT_EQ(tok.token_to_id("<tool>"), 101);
+  EXPECT_FALSE(tok.token_to_id("zz").has_value());
+  EXPECT_EQ(tok.id_to_token(8), "Ġab");
+  EXPECT_EQ(tok.id_to_token(100), "<|end|>");
+  EXPECT_FALSE(tok.id_to_token(50).has_value());
+  EXPECT_EQ(tok.eos_token(), "<|end|>");
+  EXPECT_EQ(tok.eos_token_id(), 100);
+  EXPECT_EQ(tok.pad_token(), "<pad>");
+  EXPECT_FALSE(tok.bos_token().has_value());
+  EXPECT_EQ(tok.chat_template(), "{{ messages }}");
+  EXPECT_TRUE(tok.is_special(100));
+  EXPECT_FALSE(tok.is_special(101));
+}
+
+TEST(Tokenizer, Decode) {
+  Tokenizer tok = tiny();
+  EXPECT_EQ(tok.decode({6, 4, 5, 3}), "abc abd");
+  EXPECT_EQ(tok.decode({5, 100, 0}), "ab<|end|>a");
+  EXPECT_EQ(tok.decode({5, 100, 0}, /*skip_special=*/true), "aba");
+  EXPECT_EQ(tok.decode({13, 11, 12}), "\xF0\x9F\x98\x80");
+  // An unfinished character decodes to U+FFFD.
+  EXPECT_EQ(tok.decode({13}), "\xEF\xBF\xBD");
+  EXPECT_THROW(tok.decode({50}), Error);
+  EXPECT_THROW(tok.decode({-1}), Error);
+}
+
+TEST(Tokenizer, StreamDecoderHoldsPartialCharacters) {
+  Tokenizer tok = tiny();
+  // 😀 as four single-byte tokens ð Ł ĺ Ģ, then "a", then é as Ã ©, an added token, and
+  // a dangling lead byte.
+  TokenIds ids = {9, 10, 11, 12, 0, 16, 17, 101, 13, 16, 17, 9};
+  StreamDecoder sd(tok);
+  std::string all;
+  std::vector<std::string> pieces;
+  for (TokenId id : ids) {
+    std::string piece = sd.push(id);
+    EXPECT_TRUE(is_valid_utf8(piece)) << "after id " << id;
+    pieces.push_back(piece);
+    all += piece;
+  }
+  std::string last = sd.flush();
+  all += last;
+  EXPECT_EQ(pieces[0], "");
+  EXPECT_EQ(pieces[1], "");
+  EXPECT_EQ(pieces[2], "");
+  EXPECT_EQ(pieces[3], "\xF0\x9F\x98\x80");
+  EXPECT_EQ(pieces[5], "");
+  EXPECT_EQ(pieces[6], "\xC3\xA9");
+  EXPECT_EQ(all, tok.decode(ids));
+  EXPECT_EQ(sd.pending(), 0u);
+}
+
+TEST(Tokenizer, StreamDecoderRandomAgreesWithDecode) {
+  Tokenizer tok = tiny();
+  std::mt19937 rng(7);
+  std::vector<TokenId> valid = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                17, 18, 21, 100, 101, 102, 103};
+  for (int trial = 0; trial < 300; ++trial) {
+    TokenIds ids;
+    int n = static_cast<int>(rng() % 20);
+    for (int i = 0; i < n; ++i) ids.push_back(valid[rng() % valid.size()]);
+    for (bool skip : {false, true}) {
+      StreamDecoder sd(tok, skip);
+      std::string all;
+      for (TokenId id : ids) {
+        std::string piece = sd.push(id);
+        ASSERT_TRUE(is_valid_utf8(piece));
+        all += piece;
+      }
+      all += sd.flush();
+      ASSERT_EQ(all, tok.decode(ids, skip)) << "trial " << trial;
+    }
+  }
+}
+
+TEST(BpeModel, HeapAndShortMergeLoopsAgree) {
+  json model = tiny_tokenizer_json()["model"];
+  // Add more merges over a small alphabet so long words exercise many ranks.
+  model["vocab"]["bc"] = 30;
+  model["vocab"]["ca"] = 31;
+  model["vocab"]["aab"] = 32;
+  model["vocab"]["bcca"] = 33;
+  model["vocab"]["cc"] = 34;
+  model["vocab"]["ccab"] = 35;
+  model["merges"].push_back("b c");
+  model["merges"].push_back("c a");
+  model["merges"].push_back("aa b");
+  model["merges"].push_back("c c");
+  model["merges"].push_back("bc ca");
+  model["merges"].push_back("cc ab");
+  BpeModel bpe = BpeModel::from_json(model, /*byte_level=*/true);
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 500; ++trial) {
+    TokenIds sym;
+    int n = 1 + static_cast<int>(rng() % 200);
+    for (int i = 0; i < n; ++i) sym.push_back(static_cast<TokenId>(rng() % 3));  // a b c
+    TokenIds a = sym, b = sym;
+    bpe.merge(a, /*force_heap=*/false);
+    bpe.merge(b, /*force_heap=*/true);
+    ASSERT_EQ(a, b) << "trial " << trial << " length " << n;
+  }
+}
+
+TEST(Tokenizer, SaveLoadRoundTrip) {
+  Tokenizer tok = tiny();
+  fs::path dir = fs::temp_directory_path() / ("agentr1_tok_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  tok.save(dir.string());
+  Tokenizer back = Tokenizer::load(dir.string());
+  for (const char* s : {"abc abd", "ab<|end|>a", "a  <pad>\n b", "a cd", "\xF0\x9F\x98\x80",
+                        "e\xCC\x81", "aaa a<tool>b"}) {
+    EXPECT_EQ(back.encode(s), tok.encode(s)) << s;
+    EXPECT_EQ(back.encode(s, false), tok.encode(s, false)) << s;
+  }
+  EXPECT_EQ(back.vocab_size(), tok.vocab_size());
+  EXPECT_EQ(back.chat_template(), tok.chat_template());
+  EXPECT_EQ(back.eos_token(), tok.eos_token());
+  ASSERT_EQ(back.added_tokens().size(), tok.added_tokens().size());
+  for (size_t i = 0; i < tok.added_tokens().size(); ++i) {
+    const AddedToken& x = tok.added_tokens()[i];
+    const AddedToken& y = back.added_tokens()[i];
+    EXPECT_EQ(std::tie(x.id, x.content, x.single_word, x.lstrip, x.rstrip, x.normalized,
+                       x.special),
+              std::tie(y.id, y.content, y.single_word, y.lstrip, y.rstrip, y.normalized,
+                       y.special));
+  }
+  // Saving the loaded copy writes the same bytes.
+  fs::path dir2 = dir.string() + "_2";
+  back.save(dir2.string());
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(slurp(dir / "tokenizer.json"), slurp(dir2 / "tokenizer.json"));
+  EXPECT_EQ(slurp(dir / "tokenizer_config.json"), slurp(dir2 / "tokenizer_config.json"));
+  fs::remove_all(dir);
+  fs::remove_all(dir2);
+}
+
+std::string error_of(const json& tj) {
+  try {
+    Tokenizer::from_json(tj);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Tokenizer, MalformedJsonGivesClearErrors) {
+  json j = tiny_tokenizer_json();
+  j.erase("model");
+  std::string e = error_of(j);
+  EXPECT_NE(e.find("no \"model\""), std::string::npos) << e;
+
+  j = tiny_tokenizer_json();
+  j["pre_tokenizer"] = json::parse(R"({"type": "Whitespace"})");
+  e = error_of(j);
+  EXPECT_NE(e.find("\"Whitespace\""), std::string::npos) << e;
+  EXPECT_NE(e.find("supported: Sequence, Split, ByteLevel"), std::string::npos) << e;
+
+  j = tiny_tokenizer_json();
+  j["model"]["merges"].push_back("a zz");
+  e = error_of(j);
+  EXPECT_NE(e.find("\"zz\""), std::string::npos) << e;
+  EXPECT_NE(e.find("not in the vocab"), std::string::npos) << e;
+
+  j = tiny_tokenizer_json();
+  j["model"]["merges"].push_back("c d");  // both parts exist, "cd" does not
+  e = error_of(j);
+  EXPECT_NE(e.find("\"cd\""), std::string::npos) << e;
+
+  j = tiny_tokenizer_json();
+  j["normalizer"] = json::parse(R"({"type": "Lowercase"})");
+  e = error_of(j);
+  EXPECT_NE(e.find("\"Lowercase\""), std::string::npos) << e;
+  EXPECT_NE(e.find("NFC"), std::string::npos) << e;
+
+  j = tiny_tokenizer_json();
+  j["model"]["type"] = "WordPiece";
+  e = error_of(j);
+  EXPECT_NE(e.find("WordPiece"), std::string::npos) << e;
+
+  j = tiny_tokenizer_json();
+  j["model"]["vocab"]["dup"] = 3;
+  e = error_of(j);
+  EXPECT_NE(e.find("id 3 is used twice"), std::string::npos) << e;
+
+  j = tiny_tokenizer_json();
+  j["pre_tokenizer"] = json::parse(R"({"type": "Split", "pattern": {"Regex": "(a"},
+                                       "behavior": "Isolated", "invert": false})");
+  e = error_of(j);
+  EXPECT_NE(e.find("does not compile"), std::string::npos) << e;
+
+  EXPECT_THROW(Tokenizer::load("/nonexistent/dir"), Error);
+}
+
+}  // namespace
+}  // namespace agentr1::text
