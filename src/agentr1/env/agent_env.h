@@ -21,6 +21,7 @@
 namespace agentr1::text {
 class Tokenizer;
 class ChatTemplate;
+struct RenderOptions;
 }  // namespace agentr1::text
 
 namespace agentr1 {
@@ -34,6 +35,8 @@ struct EnvContext {
   const text::Tokenizer* tokenizer = nullptr;      // for token-exact observations
   const text::ChatTemplate* chat_template = nullptr;
   ThreadPool* pool = nullptr;                      // for tool execution; null = inline
+  const text::RenderOptions* render_options = nullptr;  // chat template options (e.g.
+                                                   // enable_thinking); null = defaults
 };
 
 class AgentEnv {

@@ -1,0 +1,126 @@
+// agentr1/env/context_policy.h — how an environment turns (prompt, response, feedback)
+// into the next prompt.
+//
+//   auto policy = make_context_policy("append_only", tokenizer, chat_template, render_opts);
+//   ContextTurn turn{prompt_ids, action, messages, assistant_index, tools};
+//   Observation next = policy->next(turn);
+//
+// Policies:
+//   append_only (default)  s_{t+1} = s_t + a_t + feedback, token-exact: the previous
+//                          prompt ids and the sampled response ids are kept verbatim;
+//                          only the feedback text (tool turns, next generation prompt)
+//                          is encoded. Returns Observation::from_tokens.
+//   rerender               renders the whole conversation again from its text messages
+//                          (tools block and generation prompt included) and returns it
+//                          as text for the flow to encode. NOT token-exact: the
+//                          response's ids are re-derived from its text, which may
+//                          tokenise differently from what was sampled, and the template
+//                          may rewrite earlier turns (Qwen3 drops empty think blocks).
+//                          Each Step still stores the prompt it saw, so the data stays
+//                          valid RL data; it just cannot be packed append-only.
+//
+// The append-only suffix rule (AppendOnlyPolicy::next):
+//   1. A = messages[0 .. assistant_index) + {assistant placeholder P}; B = A + the
+//      feedback messages after assistant_index. P stands in for this turn's assistant
+//      message (content = a unique marker, reasoning_content = "-"): the sampled ids
+//      already spell the assistant turn, so only what the template puts AFTER it
+//      matters, and a placeholder with reasoning keeps the Qwen3 template from
+//      rendering the turn differently when it is last (think block) and not last.
+//   2. ta = render(A, tools, add_generation_prompt=false);
+//      tb = render(B, tools, add_generation_prompt=true).
+//      ta must be a prefix of tb, else Error (the template rewrites earlier turns, so
+//      no append-only context exists for it; use "rerender").
+//   3. closing = ta after the marker (Qwen: "<|im_end|>\n");
+//      suffix  = tb after the marker (closing + feedback turns + generation prompt).
+//   4. Drop from the front of the suffix the part of the closing that the response
+//      already produced: the longest run of TRAILING SPECIAL tokens of the response
+//      whose decoded text is a prefix of the closing. Ordinary tokens never count, so a
+//      response cut by length that happens to end in "<" keeps the full closing.
+//   5. next ids = prompt_ids + action.ids + encode(suffix, allow_special=true).
+//   Example (Qwen3, hermes tools), response ids ending with <|im_end|>:
+//     suffix  = "<|im_end|>\n<|im_start|>user\n<tool_response>\n4\n</tool_response>"
+//               "<|im_end|>\n<|im_start|>assistant\n"
+//     dropped = "<|im_end|>"  (the response's last token)
+//     encoded = "\n<|im_start|>user\n<tool_response>\n4\n</tool_response><|im_end|>\n"
+//               "<|im_start|>assistant\n"
+//   The same response cut by length (no <|im_end|>) keeps the whole suffix, so the
+//   context stays well-formed: "...partial answer<|im_end|>\n<|im_start|>user\n...".
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agentr1/core/json.h"
+#include "agentr1/env/observation.h"
+#include "agentr1/text/chat_template.h"
+
+namespace agentr1::text {
+class Tokenizer;
+}
+
+namespace agentr1::env {
+
+// One finished turn, as a context policy sees it. References, valid for the call.
+struct ContextTurn {
+  const TokenIds& prompt_ids;   // exact ids of the prompt the policy saw this turn
+  const Action& action;         // the sampled response (ids verbatim) and its text
+  const json& messages;         // the conversation AFTER the turn: ..., assistant, feedback...
+  size_t assistant_index;       // index of this turn's assistant message in `messages`
+  const json& tools;            // tool schemas for the template's tools block (null = none)
+};
+
+class ContextPolicy {
+ public:
+  virtual ~ContextPolicy() = default;
+  virtual std::string name() const = 0;
+  // True when next() keeps earlier prompt and response ids verbatim.
+  virtual bool token_exact() const = 0;
+  // The full next prompt. Throws Error for programming/config errors (assistant_index
+  // out of range, a template that cannot be appended to); never for model output.
+  virtual Observation next(const ContextTurn& turn) const = 0;
+};
+
+class AppendOnlyPolicy : public ContextPolicy {
+ public:
+  // tokenizer and chat_template must outlive the policy.
+  AppendOnlyPolicy(const text::Tokenizer& tokenizer, const text::ChatTemplate& chat_template,
+                   text::RenderOptions render_options);
+  std::string name() const override { return "append_only"; }
+  bool token_exact() const override { return true; }
+  Observation next(const ContextTurn& turn) const override;
+
+  // Steps 1-4 of the rule above: the text to encode after the response ids.
+  std::string suffix_text(const ContextTurn& turn) const;
+
+ private:
+  const text::Tokenizer& tokenizer_;
+  const text::ChatTemplate& chat_template_;
+  text::RenderOptions render_options_;
+};
+
+class RerenderPolicy : public ContextPolicy {
+ public:
+  RerenderPolicy(const text::ChatTemplate& chat_template, text::RenderOptions render_options);
+  std::string name() const override { return "rerender"; }
+  bool token_exact() const override { return false; }
+  // Observation::from_text(render(messages, tools, add_generation_prompt=true)).
+  Observation next(const ContextTurn& turn) const override;
+
+ private:
+  const text::ChatTemplate& chat_template_;
+  text::RenderOptions render_options_;
+};
+
+// "append_only" or "rerender"; any other name throws Error listing these.
+std::unique_ptr<ContextPolicy> make_context_policy(const std::string& name,
+                                                   const text::Tokenizer& tokenizer,
+                                                   const text::ChatTemplate& chat_template,
+                                                   const text::RenderOptions& render_options);
+std::vector<std::string> context_policy_names();
+
+// The number of trailing ids of `ids` that are special tokens (e.g. 1 for a response
+// ending with <|im_end|>).
+size_t trailing_special_count(const text::Tokenizer& tokenizer, const TokenIds& ids);
+
+}  // namespace agentr1::env

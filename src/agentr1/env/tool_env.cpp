@@ -1,0 +1,433 @@
+#include "agentr1/env/tool_env.h"
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <sstream>
+
+#include "agentr1/core/error.h"
+#include "agentr1/core/thread_pool.h"
+#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tool_format.h"
+
+namespace agentr1::env {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? "(none)" : out;
+}
+
+std::string format_seconds(double s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
+// Reads one kwargs object through ToolEnvOptions::visit.
+class KwargsReader {
+ public:
+  explicit KwargsReader(const json& kwargs) : kwargs_(kwargs) {}
+
+  template <class T>
+  void field(const std::string& name, T& ref, const std::string& = "") {
+    known_.push_back(name);
+    auto it = kwargs_.find(name);
+    if (it == kwargs_.end()) return;
+    read(name, *it, ref);
+  }
+
+  void check_unknown() const {
+    for (auto it = kwargs_.begin(); it != kwargs_.end(); ++it) {
+      bool ok = false;
+      for (const auto& k : known_) ok = ok || k == it.key();
+      if (!ok)
+        throw Error("unknown tool env option '" + it.key() + "'; valid options: " + join(known_) +
+                    ". HINT: check env_kwargs in the config and in the dataset rows");
+    }
+  }
+
+ private:
+  static Error type_error(const std::string& key, const char* want, const json& v) {
+    return Error("tool env option '" + key + "' must be " + want + ", got " +
+                 v.dump().substr(0, 80));
+  }
+  static void read(const std::string& key, const json& v, std::vector<std::string>& out) {
+    if (!v.is_array()) throw type_error(key, "a list of strings", v);
+    out.clear();
+    for (const auto& e : v) {
+      if (!e.is_string()) throw type_error(key, "a list of strings", v);
+      out.push_back(e.get<std::string>());
+    }
+  }
+  static void read(const std::string& key, const json& v, std::string& out) {
+    if (!v.is_string()) throw type_error(key, "a string", v);
+    out = v.get<std::string>();
+  }
+  static void read(const std::string& key, const json& v, double& out) {
+    if (!v.is_number()) throw type_error(key, "a number", v);
+    out = v.get<double>();
+  }
+  static void read(const std::string& key, const json& v, int& out) {
+    const bool integral = v.is_number_integer() ||
+                          (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
+    if (!integral || std::fabs(v.get<double>()) > 2e9) throw type_error(key, "an integer", v);
+    out = static_cast<int>(v.get<double>());
+  }
+  static void read(const std::string&, const json& v, json& out) { out = v; }
+
+  const json& kwargs_;
+  std::vector<std::string> known_;
+};
+
+// Writes every field into a JSON object.
+struct KwargsWriter {
+  template <class T>
+  void field(const std::string& name, T& ref, const std::string& = "") {
+    out[name] = ref;
+  }
+  json out = json::object();
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------
+// Options
+
+ToolEnvOptions ToolEnvOptions::from_json(const json& kwargs) {
+  ToolEnvOptions o;
+  if (kwargs.is_null()) return o;
+  AGENTR1_CHECK(kwargs.is_object(),
+                "tool env kwargs must be a JSON object, got " << kwargs.dump().substr(0, 80));
+  KwargsReader reader(kwargs);
+  o.visit(reader);
+  reader.check_unknown();
+  o.validate();
+  return o;
+}
+
+json ToolEnvOptions::to_json() const {
+  KwargsWriter w;
+  ToolEnvOptions copy = *this;  // visit() is non-const (it also binds)
+  copy.visit(w);
+  return w.out;
+}
+
+void ToolEnvOptions::validate() const {
+  AGENTR1_CHECK(tool_timeout_s > 0, "tool env option 'tool_timeout_s' must be > 0, got "
+                                        << tool_timeout_s);
+  AGENTR1_CHECK(tool_queue_timeout_s > 0,
+                "tool env option 'tool_queue_timeout_s' must be > 0, got " << tool_queue_timeout_s);
+  AGENTR1_CHECK(max_tool_calls_per_turn >= 1,
+                "tool env option 'max_tool_calls_per_turn' must be >= 1, got "
+                    << max_tool_calls_per_turn);
+  AGENTR1_CHECK(max_tool_response_chars >= 0,
+                "tool env option 'max_tool_response_chars' must be >= 0 (0 = no limit), got "
+                    << max_tool_response_chars);
+  for (size_t i = 0; i < tools.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      AGENTR1_CHECK(tools[i] != tools[j],
+                    "tool env option 'tools' lists '" << tools[i] << "' twice");
+  AGENTR1_CHECK(tool_kwargs.is_object(), "tool env option 'tool_kwargs' must be an object");
+  for (const auto& kv : tool_kwargs.items()) {
+    bool offered = false;
+    for (const auto& t : tools) offered = offered || t == kv.key();
+    AGENTR1_CHECK(offered, "tool env option 'tool_kwargs' has kwargs for '"
+                               << kv.key() << "', which is not in 'tools' (" << join(tools)
+                               << ")");
+    AGENTR1_CHECK(kv.value().is_object(),
+                  "tool env option 'tool_kwargs." << kv.key() << "' must be an object, got "
+                                                  << kv.value().dump().substr(0, 80));
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// ToolEnv
+
+ToolEnv::ToolEnv(const EnvContext& ctx, ToolEnvOptions options)
+    : ctx_(ctx), options_(std::move(options)) {
+  AGENTR1_CHECK(ctx_.tokenizer != nullptr && ctx_.chat_template != nullptr,
+                "ToolEnv needs EnvContext.tokenizer and EnvContext.chat_template (got null)");
+  options_.validate();
+  if (ctx_.render_options != nullptr) render_options_ = *ctx_.render_options;
+  tools_schema_ = json();
+  if (!options_.tools.empty()) tools_schema_ = json::array();
+  for (const auto& name : options_.tools) {
+    const json kw = options_.tool_kwargs.contains(name) ? options_.tool_kwargs[name]
+                                                        : json::object();
+    std::shared_ptr<Tool> tool = with_context("tool env option 'tools'", [&] {
+      return std::shared_ptr<Tool>(make_tool(name, kw));
+    });
+    tools_schema_.push_back(tool->schema());
+    tools_.push_back(std::move(tool));
+  }
+  format_ = with_context("tool env option 'tool_format'",
+                         [&] { return text::make_tool_format(options_.tool_format); });
+  policy_ = with_context("tool env option 'context_policy'", [&] {
+    return make_context_policy(options_.context_policy, *ctx_.tokenizer, *ctx_.chat_template,
+                               render_options_);
+  });
+}
+
+ToolEnv::~ToolEnv() = default;
+
+Observation ToolEnv::reset(const Sample& sample) {
+  AGENTR1_CHECK(sample.prompt.is_array() && !sample.prompt.empty(),
+                "ToolEnv::reset: the sample's prompt must be a non-empty list of chat messages");
+  messages_ = sample.prompt;
+  const std::string text = ctx_.chat_template->render(messages_, tools_schema_,
+                                                      /*add_generation_prompt=*/true,
+                                                      render_options_);
+  prompt_ids_ = ctx_.tokenizer->encode(text, /*allow_special=*/true);
+  started_ = true;
+  finished_ = false;
+  return Observation::from_tokens(prompt_ids_);
+}
+
+std::string ToolEnv::clip(std::string text) const {
+  const size_t limit = static_cast<size_t>(options_.max_tool_response_chars);
+  if (limit == 0 || text.size() <= limit) return text;
+  size_t cut = limit;
+  // Do not split a UTF-8 sequence.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  const size_t dropped = text.size() - cut;
+  text.resize(cut);
+  text += "\n... (" + std::to_string(dropped) + " more bytes cut)";
+  return text;
+}
+
+namespace {
+
+// Shared between a pooled call and its waiter.
+struct CallState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  bool abandoned = false;
+  Clock::time_point start;
+};
+
+}  // namespace
+
+struct ToolEnv::PendingCall {
+  std::string tool_name;
+  std::optional<CallOutcome> done;          // set when finished without the pool
+  std::shared_ptr<CallState> state;
+  std::future<ToolResult> future;
+};
+
+ToolEnv::PendingCall ToolEnv::start_call(const std::string& tool_name, const json& arguments) {
+  PendingCall call;
+  call.tool_name = tool_name;
+  std::shared_ptr<Tool> tool;
+  for (const auto& t : tools_)
+    if (t->name() == tool_name) tool = t;
+  if (!tool) {
+    call.done = CallOutcome{
+        "Error: unknown tool '" + tool_name + "'; available tools: " + join(options_.tools),
+        "unknown_tool", std::nullopt};
+    return call;
+  }
+  if (ctx_.pool == nullptr) {  // inline: no timeout can be enforced
+    try {
+      ToolResult r = tool->execute(arguments);
+      call.done = CallOutcome{clip(std::move(r.text)), "ok", r.reward};
+    } catch (const std::exception& e) {
+      call.done = CallOutcome{"Error: tool '" + tool_name + "' failed: " + e.what(), "error",
+                              std::nullopt};
+    } catch (...) {
+      call.done = CallOutcome{"Error: tool '" + tool_name + "' failed: unknown exception",
+                              "error", std::nullopt};
+    }
+    return call;
+  }
+  // On the pool. The task holds the tool and the arguments, so a call that outlives its
+  // timeout (its thread keeps running) never touches a destroyed env.
+  auto state = std::make_shared<CallState>();
+  call.state = state;
+  call.future = ctx_.pool->submit([state, tool, arguments]() -> ToolResult {
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (state->abandoned) return ToolResult{};
+      state->started = true;
+      state->start = Clock::now();
+    }
+    state->cv.notify_all();
+    return tool->execute(arguments);
+  });
+  return call;
+}
+
+ToolEnv::CallOutcome ToolEnv::finish_call(PendingCall& call) {
+  if (call.done) return *call.done;
+  const std::string& name = call.tool_name;
+  const auto queue_limit = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.tool_queue_timeout_s));
+  const auto run_limit = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.tool_timeout_s));
+  Clock::time_point start;
+  {
+    std::unique_lock<std::mutex> lock(call.state->mu);
+    if (!call.state->cv.wait_for(lock, queue_limit, [&] { return call.state->started; })) {
+      call.state->abandoned = true;
+      return {"Error: tool '" + name + "' did not start within " +
+                  format_seconds(options_.tool_queue_timeout_s) +
+                  " s (all tool threads are busy); try again later",
+              "timeout", std::nullopt};
+    }
+    start = call.state->start;
+  }
+  if (call.future.wait_until(start + run_limit) != std::future_status::ready) {
+    return {"Error: tool '" + name + "' timed out after " +
+                format_seconds(options_.tool_timeout_s) + " s",
+            "timeout", std::nullopt};
+  }
+  try {
+    ToolResult r = call.future.get();
+    return {clip(std::move(r.text)), "ok", r.reward};
+  } catch (const std::exception& e) {
+    return {"Error: tool '" + name + "' failed: " + e.what(), "error", std::nullopt};
+  } catch (...) {
+    return {"Error: tool '" + name + "' failed: unknown exception", "error", std::nullopt};
+  }
+}
+
+StepResult ToolEnv::step(const Action& action) {
+  AGENTR1_CHECK(started_, "ToolEnv::step called before reset()");
+  AGENTR1_CHECK(!finished_, "ToolEnv::step called after the episode ended; call reset() first");
+
+  // The response text without its trailing special tokens (<|im_end|>, eos).
+  const size_t n_special = trailing_special_count(*ctx_.tokenizer, action.ids);
+  const std::string text = ctx_.tokenizer->decode(
+      TokenIds(action.ids.begin(), action.ids.end() - static_cast<std::ptrdiff_t>(n_special)));
+  const text::ParsedResponse parsed = format_->parse(text);
+
+  StepResult result;
+  json info = json::object();
+  int n_calls = 0, n_errors = 0, n_timeouts = 0, n_malformed = 0, n_unknown = 0;
+  json calls_info = json::array();
+
+  if (!parsed.has_tool_call_markup()) {
+    json msg = json::object();
+    msg["role"] = "assistant";
+    msg["content"] = text;
+    messages_.push_back(std::move(msg));
+    finished_ = true;
+    result.done = true;
+    info["tool_calls"] = 0;
+    info["tool_errors"] = 0;
+    info["tool_timeouts"] = 0;
+    info["malformed_calls"] = 0;
+    info["unknown_tools"] = 0;
+    info["calls"] = calls_info;
+    result.info = std::move(info);
+    return result;
+  }
+
+  // The assistant turn, with the well-formed calls as structured tool_calls.
+  json assistant = json::object();
+  assistant["role"] = "assistant";
+  assistant["content"] = parsed.content;
+  json tool_calls = json::array();
+  for (const auto& c : parsed.calls) {
+    json fn = json::object();
+    fn["name"] = c.name;
+    fn["arguments"] = c.arguments;
+    json tc = json::object();
+    tc["type"] = "function";
+    tc["function"] = std::move(fn);
+    tool_calls.push_back(std::move(tc));
+  }
+  if (!tool_calls.empty()) assistant["tool_calls"] = std::move(tool_calls);
+  const size_t assistant_index = messages_.size();
+  messages_.push_back(std::move(assistant));
+
+  auto add_tool_message = [&](const std::string& name, const std::string& content) {
+    json m = json::object();
+    m["role"] = "tool";
+    m["name"] = name;
+    m["content"] = content;
+    messages_.push_back(std::move(m));
+  };
+  auto note = [&](const std::string& name, const std::string& status) {
+    json c = json::object();
+    c["name"] = name;
+    c["status"] = status;
+    calls_info.push_back(std::move(c));
+  };
+
+  // Start every runnable call (they run in parallel on the pool), then collect the
+  // answers in call order.
+  std::vector<std::optional<PendingCall>> pending(parsed.calls.size());
+  for (size_t i = 0; i < parsed.calls.size(); ++i) {
+    const auto& call = parsed.calls[i];
+    if (static_cast<int>(i) < options_.max_tool_calls_per_turn && call.arguments.is_object())
+      pending[i] = start_call(call.name, call.arguments);
+  }
+  float reward = 0.0f;
+  for (size_t i = 0; i < parsed.calls.size(); ++i) {
+    const auto& call = parsed.calls[i];
+    ++n_calls;
+    if (static_cast<int>(i) >= options_.max_tool_calls_per_turn) {
+      ++n_errors;
+      note(call.name, "over_limit");
+      add_tool_message(call.name, "Error: too many tool calls in one response (limit " +
+                                      std::to_string(options_.max_tool_calls_per_turn) +
+                                      "); this call to '" + call.name + "' was not run");
+      continue;
+    }
+    if (!pending[i]) {
+      ++n_errors;
+      ++n_malformed;
+      note(call.name, "malformed");
+      add_tool_message(call.name, "Error: malformed tool call to '" + call.name +
+                                      "': \"arguments\" must be a JSON object, got " +
+                                      call.arguments.dump().substr(0, 80));
+      continue;
+    }
+    CallOutcome out = finish_call(*pending[i]);
+    if (out.status != "ok") ++n_errors;
+    if (out.status == "timeout") ++n_timeouts;
+    if (out.status == "unknown_tool") ++n_unknown;
+    if (out.reward) reward += *out.reward;
+    note(call.name, out.status);
+    add_tool_message(call.name, out.text);
+  }
+  for (const auto& err : parsed.errors) {
+    ++n_calls;
+    ++n_errors;
+    ++n_malformed;
+    note("", "malformed");
+    add_tool_message("", "Error: malformed tool call: " + err.message +
+                             ". Write each call as the system prompt shows.");
+  }
+
+  info["tool_calls"] = n_calls;
+  info["tool_errors"] = n_errors;
+  info["tool_timeouts"] = n_timeouts;
+  info["malformed_calls"] = n_malformed;
+  info["unknown_tools"] = n_unknown;
+  info["calls"] = std::move(calls_info);
+
+  const ContextTurn turn{prompt_ids_, action, messages_, assistant_index, tools_schema_};
+  Observation next = policy_->next(turn);
+  if (next.kind() == Observation::Kind::kTokens) {
+    prompt_ids_ = next.tokens();
+  } else if (next.kind() == Observation::Kind::kText) {
+    prompt_ids_ = ctx_.tokenizer->encode(next.text(), /*allow_special=*/true);
+  } else {
+    throw Error("context policy '" + policy_->name() +
+                "' returned messages; ToolEnv expects tokens or text");
+  }
+  result.observation = std::move(next);
+  result.reward = reward;
+  result.done = false;
+  result.info = std::move(info);
+  return result;
+}
+
+}  // namespace agentr1::env

@@ -1,0 +1,131 @@
+// agentr1/env/tool_env.h — multi-turn tool calling: you only define tools.
+//
+//   ToolEnvOptions opts = ToolEnvOptions::from_json({{"tools", {"calculator"}}});
+//   ToolEnv env(ctx, opts);                       // ctx: tokenizer, chat template, pool
+//   Observation obs = env.reset(sample);          // tokens: template(prompt, tools) + gen prompt
+//   StepResult r = env.step({gen.token_ids, tok.decode(gen.token_ids)});
+//   // r.done: the response had no tool call; else r.observation is the next prompt:
+//   // previous prompt + response ids verbatim + tool turn + generation prompt.
+//
+// Registered as AgentEnv "tool"; its kwargs are ToolEnvOptions' fields.
+//
+// One step:
+//   - the response text (without its trailing special tokens) is parsed with the
+//     ToolFormat ("hermes": <tool_call>{"name": ..., "arguments": {...}}</tool_call>);
+//   - no tool call and no malformed tool-call markup: the episode ends (done), the
+//     response recorded as the final assistant message;
+//   - otherwise each call (up to max_tool_calls_per_turn) runs on the EnvContext pool
+//     with a timeout (inline, without a timeout, when the pool is null). Unknown tool,
+//     malformed call, a tool that throws, a timeout, or calls over the limit each give
+//     the model an error text as that call's tool response ("Error: unknown tool
+//     'calc'; available tools: calculator") and are counted; the episode goes on.
+//   - tool rewards are summed into StepResult.reward;
+//   - the next prompt comes from the context policy (see context_policy.h for the
+//     token-exact append-only rule).
+// StepResult.info holds ints "tool_calls" (calls attempted, malformed included),
+// "tool_errors" (all failed calls), "tool_timeouts", "malformed_calls",
+// "unknown_tools", plus "calls": [{"name", "status"}] with status one of ok, error,
+// timeout, unknown_tool, malformed, over_limit.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agentr1/core/json.h"
+#include "agentr1/env/agent_env.h"
+#include "agentr1/env/context_policy.h"
+#include "agentr1/env/tool.h"
+#include "agentr1/text/chat_template.h"
+
+namespace agentr1::text {
+class ToolFormat;
+}
+
+namespace agentr1::env {
+
+struct ToolEnvOptions {
+  std::vector<std::string> tools;     // registered tool names offered to the model, in the
+                                      // order the tools block lists them
+  json tool_kwargs = json::object();  // {tool name: kwargs object} passed to make_tool
+  std::string tool_format = "hermes"; // how tool calls are written (text::make_tool_format)
+  double tool_timeout_s = 5.0;        // per-call limit on execution time, counted from the
+                                      // moment the call starts running; > 0
+  double tool_queue_timeout_s = 60.0; // give up on a call that waited this long for a free
+                                      // pool thread without starting (counted as timeout); > 0
+  int max_tool_calls_per_turn = 4;    // calls beyond this in one response are not run
+                                      // (each gets an error text); >= 1
+  int max_tool_response_chars = 4096; // longer tool outputs are cut, with a note; 0 = no limit
+  std::string context_policy = "append_only";  // "append_only" (token-exact) or "rerender"
+
+  // Names every field once (for from_json/to_json and core/config.h's bind_config).
+  template <class V>
+  void visit(V& v) {
+    v.field("tools", tools, "registered tool names offered to the model");
+    v.field("tool_kwargs", tool_kwargs, "{tool name: kwargs object} passed to make_tool");
+    v.field("tool_format", tool_format, "tool-call format (hermes)");
+    v.field("tool_timeout_s", tool_timeout_s, "per-call execution time limit, seconds");
+    v.field("tool_queue_timeout_s", tool_queue_timeout_s,
+            "give up on a call that could not start within this many seconds");
+    v.field("max_tool_calls_per_turn", max_tool_calls_per_turn,
+            "calls beyond this in one response are not run");
+    v.field("max_tool_response_chars", max_tool_response_chars,
+            "longer tool outputs are cut; 0 = no limit");
+    v.field("context_policy", context_policy, "append_only (token-exact) or rerender");
+  }
+
+  // Builds options from kwargs (the flow defaults merged with the sample's env_kwargs;
+  // null = defaults). Throws Error naming the key and the valid keys for an unknown
+  // key, and the key, the rule and the value for a wrong type or range.
+  static ToolEnvOptions from_json(const json& kwargs);
+  json to_json() const;
+  // Throws Error naming the field, the rule and the value.
+  void validate() const;
+};
+
+class ToolEnv : public AgentEnv {
+ public:
+  // Makes the tools (make_tool; unknown names throw listing the registered ones) and the
+  // tool format. ctx.tokenizer and ctx.chat_template must be set (Error otherwise).
+  ToolEnv(const EnvContext& ctx, ToolEnvOptions options);
+  ~ToolEnv() override;
+
+  std::string name() const override { return "tool"; }
+  // Resets the conversation to sample.prompt; returns the rendered prompt (tools block,
+  // generation prompt) as token ids.
+  Observation reset(const Sample& sample) override;
+  StepResult step(const Action& action) override;
+
+  const ToolEnvOptions& options() const { return options_; }
+  // The conversation so far (OpenAI-style messages: prompt, assistant turns with
+  // tool_calls, tool results).
+  const json& messages() const { return messages_; }
+  // The tools block passed to the chat template (array of Tool::schema(), or null).
+  const json& tools_schema() const { return tools_schema_; }
+
+ private:
+  struct CallOutcome {
+    std::string text;            // what the model sees
+    std::string status;          // ok, error, timeout, unknown_tool
+    std::optional<float> reward;
+  };
+  struct PendingCall;
+  PendingCall start_call(const std::string& tool_name, const json& arguments);
+  CallOutcome finish_call(PendingCall& call);
+  std::string clip(std::string text) const;
+
+  EnvContext ctx_;
+  ToolEnvOptions options_;
+  text::RenderOptions render_options_;
+  std::vector<std::shared_ptr<Tool>> tools_;   // shared: a timed-out call keeps its tool alive
+  json tools_schema_;
+  std::unique_ptr<text::ToolFormat> format_;
+  std::unique_ptr<ContextPolicy> policy_;
+  json messages_ = json::array();
+  TokenIds prompt_ids_;                        // exact ids of the current prompt
+  bool started_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace agentr1::env

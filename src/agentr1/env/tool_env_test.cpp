@@ -1,0 +1,433 @@
+// ToolEnv and the context policies, on a tiny byte-level BPE tokenizer with Qwen3's
+// special tokens and the real Qwen3 chat template (tests/fixtures/flow/tiny_qwen3).
+// Expected prompts come from an independent reference: the template rendered by Python
+// jinja2 the way HF transformers does (tests/fixtures/flow/render_chat.py).
+#include "agentr1/env/tool_env.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "agentr1/core/error.h"
+#include "agentr1/core/thread_pool.h"
+#include "agentr1/text/byte_level.h"
+#include "agentr1/text/tokenizer.h"
+
+namespace agentr1::env {
+namespace {
+
+const std::string kFixtures = std::string(AGENTR1_SOURCE_DIR) + "/tests/fixtures/flow";
+
+const text::Tokenizer& tok() {
+  static const text::Tokenizer t = text::Tokenizer::load(kFixtures + "/tiny_qwen3");
+  return t;
+}
+const text::ChatTemplate& tmpl() {
+  static const text::ChatTemplate c = text::ChatTemplate::from_template_text(tok().chat_template());
+  return c;
+}
+
+// The reference: jinja2 in /usr/bin/python3.
+std::string py_render(const json& messages, const json& tools, bool add_generation_prompt,
+                      std::optional<bool> enable_thinking = std::nullopt) {
+  static std::atomic<int> counter{0};
+  const std::string base = ::testing::TempDir() + "/agentr1_tool_env_" +
+                           std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  json req = json::object();
+  req["messages"] = messages;
+  req["tools"] = tools;
+  req["add_generation_prompt"] = add_generation_prompt;
+  if (enable_thinking) req["enable_thinking"] = *enable_thinking;
+  {
+    std::ofstream f(base + ".json");
+    f << req.dump();
+  }
+  const std::string cmd = std::string(AGENTR1_PYTHON) + " " + kFixtures + "/render_chat.py " +
+                          kFixtures + "/tiny_qwen3/tokenizer_config.json " + base + ".json " +
+                          base + ".txt";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(base + ".txt");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::remove((base + ".json").c_str());
+  std::remove((base + ".txt").c_str());
+  return ss.str();
+}
+
+TokenId special(const std::string& s) {
+  auto id = tok().token_to_id(s);
+  EXPECT_TRUE(id.has_value()) << s;
+  return *id;
+}
+
+// One token per byte: a valid but NON-canonical tokenisation wherever merges apply.
+TokenIds byte_ids(const std::string& s) {
+  TokenIds ids;
+  for (unsigned char c : s) {
+    auto id = tok().token_to_id(text::bytes_to_byte_level(std::string(1, static_cast<char>(c))));
+    EXPECT_TRUE(id.has_value());
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
+Action action_of(TokenIds ids) {
+  Action a;
+  a.ids = std::move(ids);
+  a.text = tok().decode(a.ids);
+  return a;
+}
+
+// --- fake tools ------------------------------------------------------------------
+class AdderTool : public Tool {
+ public:
+  std::string name() const override { return "adder"; }
+  std::string description() const override { return "Adds a and b."; }
+  json parameters() const override {
+    return json::parse(R"({"type": "object", "properties": {"a": {"type": "number"},)"
+                       R"( "b": {"type": "number"}}, "required": ["a", "b"]})");
+  }
+  ToolResult execute(const json& args) override {
+    ToolResult r;
+    r.text = std::to_string(args.at("a").get<int>() + args.at("b").get<int>());
+    r.reward = 0.25f;
+    return r;
+  }
+};
+class BrokenTool : public Tool {
+ public:
+  std::string name() const override { return "broken"; }
+  std::string description() const override { return "Always fails."; }
+  json parameters() const override { return json::parse(R"({"type": "object"})"); }
+  ToolResult execute(const json&) override { throw std::runtime_error("boom"); }
+};
+class SlowTool : public Tool {
+ public:
+  std::string name() const override { return "slow"; }
+  std::string description() const override { return "Takes half a second."; }
+  json parameters() const override { return json::parse(R"({"type": "object"})"); }
+  ToolResult execute(const json&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return {"late", std::nullopt, json::object()};
+  }
+};
+class EchoTool : public Tool {
+ public:
+  std::string name() const override { return "echo"; }
+  std::string description() const override { return "Echoes text."; }
+  json parameters() const override { return json::parse(R"({"type": "object"})"); }
+  ToolResult execute(const json& args) override {
+    return {args.value("text", std::string()), std::nullopt, json::object()};
+  }
+};
+
+void register_fakes() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_tool("adder", [](const json&) { return std::make_unique<AdderTool>(); });
+    register_tool("broken", [](const json&) { return std::make_unique<BrokenTool>(); });
+    register_tool("slow", [](const json&) { return std::make_unique<SlowTool>(); });
+    register_tool("echo", [](const json&) { return std::make_unique<EchoTool>(); });
+  });
+}
+
+Sample user_sample(const std::string& q) {
+  Sample s;
+  s.prompt = json::array({json{{"role", "user"}, {"content", q}}});
+  return s;
+}
+
+struct EnvFixture : ::testing::Test {
+  void SetUp() override { register_fakes(); }
+  EnvContext ctx(ThreadPool* pool = nullptr) {
+    EnvContext c;
+    c.tokenizer = &tok();
+    c.chat_template = &tmpl();
+    c.pool = pool;
+    return c;
+  }
+};
+
+std::string what_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+const char kCall[] =
+    "<tool_call>\n{\"name\": \"adder\", \"arguments\": {\"a\": 2, \"b\": 3}}\n</tool_call>";
+
+// ---------------------------------------------------------------------------------
+TEST_F(EnvFixture, OptionsFromJsonAndErrors) {
+  ToolEnvOptions d = ToolEnvOptions::from_json(json::object());
+  EXPECT_EQ(d.tool_format, "hermes");
+  EXPECT_DOUBLE_EQ(d.tool_timeout_s, 5.0);
+  EXPECT_EQ(d.max_tool_calls_per_turn, 4);
+  EXPECT_EQ(d.context_policy, "append_only");
+
+  ToolEnvOptions o = ToolEnvOptions::from_json(
+      json::parse(R"({"tools": ["adder"], "tool_timeout_s": 0.5, "max_tool_calls_per_turn": 2})"));
+  EXPECT_EQ(o.tools, std::vector<std::string>{"adder"});
+  EXPECT_DOUBLE_EQ(o.tool_timeout_s, 0.5);
+  EXPECT_EQ(o.max_tool_calls_per_turn, 2);
+  EXPECT_EQ(ToolEnvOptions::from_json(o.to_json()).to_json(), o.to_json());
+
+  std::string msg = what_of([] { ToolEnvOptions::from_json(json{{"tool", json::array()}}); });
+  EXPECT_TRUE(contains(msg, "unknown tool env option 'tool'")) << msg;
+  EXPECT_TRUE(contains(msg, "tools, tool_kwargs, tool_format")) << msg;
+  msg = what_of([] { ToolEnvOptions::from_json(json{{"tool_timeout_s", "5"}}); });
+  EXPECT_TRUE(contains(msg, "'tool_timeout_s' must be a number")) << msg;
+  msg = what_of([] { ToolEnvOptions::from_json(json{{"max_tool_calls_per_turn", 0}}); });
+  EXPECT_TRUE(contains(msg, "'max_tool_calls_per_turn' must be >= 1, got 0")) << msg;
+  msg = what_of([] { ToolEnvOptions::from_json(json{{"tool_kwargs", {{"adder", json::object()}}}}); });
+  EXPECT_TRUE(contains(msg, "not in 'tools'")) << msg;
+}
+
+TEST_F(EnvFixture, ConstructionErrors) {
+  ToolEnvOptions o;
+  o.tools = {"adder", "nope"};
+  std::string msg = what_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "unknown tool 'nope'")) << msg;
+  EXPECT_TRUE(contains(msg, "adder")) << msg;
+  o.tools = {"adder"};
+  o.context_policy = "sliding";
+  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "unknown context policy 'sliding'; known: append_only, rerender")) << msg;
+  msg = what_of([&] { ToolEnv env(EnvContext{}, ToolEnvOptions{}); });
+  EXPECT_TRUE(contains(msg, "EnvContext.tokenizer")) << msg;
+  // Through the registry: kwargs errors name the key.
+  msg = what_of([&] { make_env("tool", ctx(), json{{"max_calls", 1}}); });
+  EXPECT_TRUE(contains(msg, "unknown tool env option 'max_calls'")) << msg;
+}
+
+TEST_F(EnvFixture, ResetRendersToolsBlockAndGenerationPrompt) {
+  ToolEnvOptions o;
+  o.tools = {"adder", "echo"};
+  ToolEnv env(ctx(), o);
+  const Sample s = user_sample("What is 2+3?");
+  Observation obs = env.reset(s);
+  ASSERT_EQ(obs.kind(), Observation::Kind::kTokens);
+  json tools = json::array({AdderTool().schema(), EchoTool().schema()});
+  const std::string want = py_render(s.prompt, tools, true);
+  EXPECT_EQ(tok().decode(obs.tokens()), want);
+  EXPECT_EQ(obs.tokens(), tok().encode(want, true));
+  EXPECT_TRUE(contains(want, "\"name\": \"adder\"")) << want;
+}
+
+// The heart of append-only: sampled ids kept verbatim, only the feedback is encoded,
+// and the text equals what the template renders for the conversation.
+TEST_F(EnvFixture, AppendOnlyIsTokenExactAndMatchesTheTemplate) {
+  ToolEnvOptions o;
+  o.tools = {"adder"};
+  ToolEnv env(ctx(), o);
+  const Sample s = user_sample("What is 2+3? hello");
+  const TokenIds prompt = env.reset(s).tokens();
+
+  const std::string text = std::string("<think>\nhello there\n</think>\n\n") + kCall;
+  TokenIds response = byte_ids(text);
+  response.push_back(special("<|im_end|>"));
+  ASSERT_NE(tok().encode(tok().decode(response), true), response)
+      << "the test needs a non-canonical tokenisation";
+
+  StepResult r = env.step(action_of(response));
+  EXPECT_FALSE(r.done);
+  EXPECT_FLOAT_EQ(r.reward, 0.25f);
+  EXPECT_EQ(r.info["tool_calls"], 1);
+  EXPECT_EQ(r.info["tool_errors"], 0);
+  const TokenIds& next = r.observation.tokens();
+  ASSERT_GT(next.size(), prompt.size() + response.size());
+  EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), next.begin()));
+  EXPECT_TRUE(std::equal(response.begin(), response.end(), next.begin() + prompt.size()));
+  const TokenIds tail(next.begin() + static_cast<std::ptrdiff_t>(prompt.size() + response.size()),
+                      next.end());
+  EXPECT_EQ(tok().decode(tail),
+            "\n<|im_start|>user\n<tool_response>\n5\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(tail, tok().encode(tok().decode(tail), true));
+
+  json convo = s.prompt;
+  convo.push_back({{"role", "assistant"}, {"content", text}});
+  convo.push_back({{"role", "tool"}, {"content", "5"}});
+  json tools = json::array({AdderTool().schema()});
+  EXPECT_EQ(tok().decode(next), py_render(convo, tools, true));
+
+  // Second turn: the final answer ends the episode and is recorded.
+  TokenIds answer = tok().encode("The answer is 5.", true);
+  answer.push_back(special("<|im_end|>"));
+  StepResult r2 = env.step(action_of(answer));
+  EXPECT_TRUE(r2.done);
+  EXPECT_EQ(r2.info["tool_calls"], 0);
+  EXPECT_EQ(env.messages().back()["role"], "assistant");
+  EXPECT_EQ(env.messages().back()["content"], "The answer is 5.");
+  EXPECT_THROW(env.step(action_of(answer)), Error);
+}
+
+TEST_F(EnvFixture, ResponseCutByLengthKeepsTheClosing) {
+  ToolEnvOptions o;
+  o.tools = {"adder"};
+  ToolEnv env(ctx(), o);
+  const Sample s = user_sample("2+3?");
+  const TokenIds prompt = env.reset(s).tokens();
+  const TokenIds response = byte_ids(kCall);  // no <|im_end|>: stopped by length
+  StepResult r = env.step(action_of(response));
+  const TokenIds& next = r.observation.tokens();
+  const TokenIds tail(next.begin() + static_cast<std::ptrdiff_t>(prompt.size() + response.size()),
+                      next.end());
+  EXPECT_EQ(tok().decode(tail),
+            "<|im_end|>\n<|im_start|>user\n<tool_response>\n5\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n");
+  json convo = s.prompt;
+  convo.push_back({{"role", "assistant"}, {"content", kCall}});
+  convo.push_back({{"role", "tool"}, {"content", "5"}});
+  EXPECT_EQ(tok().decode(next), py_render(convo, json::array({AdderTool().schema()}), true));
+}
+
+// Qwen3 without thinking: the template drops the empty think block of a non-final
+// assistant turn, so render(with assistant) is not a prefix of render(after). The
+// placeholder rule still gives the exact sampled context.
+TEST_F(EnvFixture, AppendOnlyWorksWhenTheTemplateRewritesEmptyThinkBlocks) {
+  ToolEnvOptions o;
+  o.tools = {"adder"};
+  text::RenderOptions ro;
+  ro.enable_thinking = false;
+  EnvContext c = ctx();
+  c.render_options = &ro;
+  ToolEnv env(c, o);
+  const Sample s = user_sample("2+3?");
+  const TokenIds prompt = env.reset(s).tokens();
+  json tools = json::array({AdderTool().schema()});
+  const std::string prompt_text = py_render(s.prompt, tools, true, false);
+  ASSERT_EQ(tok().decode(prompt), prompt_text);
+  ASSERT_TRUE(contains(prompt_text, "<think>\n\n</think>\n\n"));
+
+  TokenIds response = tok().encode(kCall, true);
+  response.push_back(special("<|im_end|>"));
+  StepResult r = env.step(action_of(response));
+  const TokenIds& next = r.observation.tokens();
+  EXPECT_EQ(tok().decode(next), prompt_text + kCall +
+                                    "<|im_end|>\n<|im_start|>user\n<tool_response>\n5\n"
+                                    "</tool_response><|im_end|>\n<|im_start|>assistant\n"
+                                    "<think>\n\n</think>\n\n");
+  // The naive rule would have failed here (reference renderer):
+  json with = s.prompt;
+  with.push_back({{"role", "assistant"}, {"content", std::string("<think>\n\n</think>\n\n") + kCall}});
+  json after = with;
+  after.push_back({{"role", "tool"}, {"content", "5"}});
+  const std::string a = py_render(with, tools, false, false);
+  const std::string b = py_render(after, tools, true, false);
+  EXPECT_NE(b.compare(0, a.size(), a), 0) << "expected the template to rewrite the turn";
+}
+
+TEST_F(EnvFixture, ToolFailuresAreFeedbackAndCounted) {
+  ThreadPool pool(2);
+  ToolEnvOptions o;
+  o.tools = {"adder", "broken", "slow"};
+  o.tool_timeout_s = 0.1;
+  ToolEnv env(ctx(&pool), o);
+  env.reset(user_sample("try"));
+  const std::string text =
+      "<tool_call>\n{\"name\": \"calc\", \"arguments\": {}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"broken\", \"arguments\": {}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"slow\", \"arguments\": {}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"adder\", \"arguments\": {\"a\": 1,}}\n</tool_call>";
+  TokenIds response = tok().encode(text, true);
+  response.push_back(special("<|im_end|>"));
+  const auto t0 = std::chrono::steady_clock::now();
+  StepResult r = env.step(action_of(response));
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 0.45) << "the slow tool must not be waited for";
+  EXPECT_FALSE(r.done);
+  EXPECT_EQ(r.info["tool_calls"], 4);
+  EXPECT_EQ(r.info["tool_errors"], 4);
+  EXPECT_EQ(r.info["unknown_tools"], 1);
+  EXPECT_EQ(r.info["tool_timeouts"], 1);
+  EXPECT_EQ(r.info["malformed_calls"], 1);
+  EXPECT_FLOAT_EQ(r.reward, 0.0f);
+  const std::string next = tok().decode(r.observation.tokens());
+  EXPECT_TRUE(contains(next, "Error: unknown tool 'calc'; available tools: adder, broken, slow"))
+      << next;
+  EXPECT_TRUE(contains(next, "Error: tool 'broken' failed: boom")) << next;
+  EXPECT_TRUE(contains(next, "Error: tool 'slow' timed out after 0.1 s")) << next;
+  EXPECT_TRUE(contains(next, "Error: malformed tool call")) << next;
+  // All four answers form one user turn after the assistant's <|im_end|>.
+  EXPECT_TRUE(contains(next, "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n")) << next;
+  // The episode goes on.
+  TokenIds done = tok().encode("ok", true);
+  done.push_back(special("<|im_end|>"));
+  EXPECT_TRUE(env.step(action_of(done)).done);
+}
+
+TEST_F(EnvFixture, CallsOverTheLimitAreNotRun) {
+  ToolEnvOptions o;
+  o.tools = {"adder"};
+  o.max_tool_calls_per_turn = 1;
+  ToolEnv env(ctx(), o);  // inline execution
+  env.reset(user_sample("x"));
+  const std::string text = std::string(kCall) + "\n" + kCall;
+  StepResult r = env.step(action_of(tok().encode(text, true)));
+  EXPECT_EQ(r.info["tool_calls"], 2);
+  EXPECT_EQ(r.info["tool_errors"], 1);
+  EXPECT_FLOAT_EQ(r.reward, 0.25f) << "only the first call ran";
+  const std::string next = tok().decode(r.observation.tokens());
+  EXPECT_TRUE(contains(next, "<tool_response>\n5\n</tool_response>")) << next;
+  EXPECT_TRUE(contains(next, "too many tool calls in one response (limit 1)")) << next;
+}
+
+TEST_F(EnvFixture, LongToolOutputIsClipped) {
+  ToolEnvOptions o;
+  o.tools = {"echo"};
+  o.max_tool_response_chars = 10;
+  ToolEnv env(ctx(), o);
+  env.reset(user_sample("x"));
+  StepResult r = env.step(action_of(tok().encode(
+      "<tool_call>\n{\"name\": \"echo\", \"arguments\": {\"text\": \"abcdefghijklmnop\"}}\n</tool_call>",
+      true)));
+  const std::string next = tok().decode(r.observation.tokens());
+  EXPECT_TRUE(contains(next, "<tool_response>\nabcdefghij\n... (6 more bytes cut)\n</tool_response>"))
+      << next;
+}
+
+TEST_F(EnvFixture, RerenderPolicyRendersTheConversation) {
+  ToolEnvOptions o;
+  o.tools = {"adder"};
+  o.context_policy = "rerender";
+  ToolEnv env(ctx(), o);
+  const Sample s = user_sample("2+3?");
+  env.reset(s);
+  TokenIds response = byte_ids(kCall);
+  response.push_back(special("<|im_end|>"));
+  StepResult r = env.step(action_of(response));
+  ASSERT_EQ(r.observation.kind(), Observation::Kind::kText);
+  // The structured tool call is re-rendered from text.
+  EXPECT_EQ(r.observation.text(), py_render(env.messages(), env.tools_schema(), true));
+  EXPECT_EQ(env.messages()[1]["tool_calls"][0]["function"]["name"], "adder");
+  EXPECT_EQ(env.messages()[2]["content"], "5");
+}
+
+TEST(AppendOnlyPolicy, RejectsABadAssistantIndex) {
+  AppendOnlyPolicy p(tok(), tmpl(), text::RenderOptions{});
+  const TokenIds ids{1};
+  const Action a = action_of({1});
+  const json msgs = json::parse(R"([{"role": "user", "content": "x"}])");
+  const json tools;
+  const std::string msg = what_of([&] { p.next(ContextTurn{ids, a, msgs, 0, tools}); });
+  EXPECT_TRUE(contains(msg, "must be this turn's assistant message")) << msg;
+}
+
+}  // namespace
+}  // namespace agentr1::env
