@@ -1,0 +1,502 @@
+#include "agentr1/rollout/engine.h"
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include <ATen/Parallel.h>
+
+#include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
+#include "agentr1/rollout/sampler.h"
+
+namespace agentr1::rollout {
+
+struct Engine::Sequence {
+  explicit Sequence(GenRequest r)
+      : req(std::move(r)), sampler(req.sampling), prompt_len(static_cast<int>(req.prompt_ids.size())) {
+    tokens = req.prompt_ids;
+  }
+  GenRequest req;
+  Sampler sampler;
+  std::promise<GenResult> promise;
+  int prompt_len;
+  TokenIds tokens;  // prompt + generated; the KV slot holds tokens[0, cache.length(slot))
+  int slot = -1;
+  GenResult result;
+  bool done = false;
+};
+
+void EngineOptions::validate() const {
+  AGENTR1_CHECK(max_batch >= 1, "EngineOptions.max_batch must be >= 1, got " << max_batch);
+  AGENTR1_CHECK(max_context >= 2, "EngineOptions.max_context must be >= 2 (a prompt token and a "
+                                  "generated one), got " << max_context);
+  AGENTR1_CHECK(n_slots == 0 || n_slots >= max_batch,
+                "EngineOptions.n_slots must be 0 (auto) or >= max_batch (" << max_batch << "), got "
+                                                                           << n_slots);
+  AGENTR1_CHECK(prefill_chunk >= 1,
+                "EngineOptions.prefill_chunk must be >= 1, got " << prefill_chunk);
+}
+
+namespace {
+
+EngineOptions resolve(EngineOptions o, model::Transformer& m) {
+  o.validate();
+  AGENTR1_CHECK(!m.is_empty(), "rollout::Engine: the model is empty (null module handle)");
+  const auto& cfg = m->config();
+  AGENTR1_CHECK(o.max_context <= cfg.max_position_embeddings,
+                "EngineOptions.max_context (" << o.max_context
+                    << ") exceeds the model's max_position_embeddings ("
+                    << cfg.max_position_embeddings << "); lower max_context");
+  if (o.n_slots == 0) o.n_slots = o.prefix_cache ? 2 * o.max_batch : o.max_batch;
+  auto params = m->parameters();
+  AGENTR1_CHECK(!params.empty(), "rollout::Engine: the model has no parameters");
+  const at::ScalarType model_dtype = params.front().scalar_type();
+  if (!o.kv_dtype) o.kv_dtype = model_dtype;
+  // model::Transformer::forward_cached requires the cache in the weights' dtype.
+  AGENTR1_CHECK(*o.kv_dtype == model_dtype,
+                "EngineOptions.kv_dtype " << c10::toString(*o.kv_dtype)
+                                          << " differs from the model's weights ("
+                                          << c10::toString(model_dtype)
+                                          << "); the model computes attention in its own dtype: "
+                                             "leave kv_dtype unset or load the model in that dtype");
+  return o;
+}
+
+at::Device model_device(model::Transformer& m) {
+  auto params = m->parameters();
+  return params.empty() ? at::Device(at::kCPU) : params.front().device();
+}
+
+int common_prefix(const TokenIds& a, size_t a_len, const TokenIds& b, size_t b_len, size_t cap) {
+  const size_t n = std::min({a_len, b_len, cap});
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return static_cast<int>(i);
+}
+
+}  // namespace
+
+Engine::Engine(model::Transformer model, EngineOptions options)
+    : model_(std::move(model)),
+      options_(resolve(std::move(options), model_)),
+      vocab_(model_->config().vocab_size),
+      device_(model_device(model_)),
+      cache_(model_->config(), options_.n_slots, options_.max_context, *options_.kv_dtype, device_),
+      pool_(options_.n_slots) {
+  AGENTR1_LOG(INFO) << "rollout engine: max_batch " << options_.max_batch << ", "
+                    << options_.n_slots << " KV slots x " << options_.max_context << " tokens ("
+                    << cache_.bytes() / (1024.0 * 1024.0) << " MiB, " << c10::toString(*options_.kv_dtype)
+                    << "), prefix cache " << (options_.prefix_cache ? "on" : "off");
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_work_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+std::future<GenResult> Engine::submit(GenRequest request) {
+  const TokenIds& p = request.prompt_ids;
+  AGENTR1_CHECK(!p.empty(), "GenRequest.prompt_ids is empty; a prompt needs at least one token");
+  AGENTR1_CHECK(static_cast<int64_t>(p.size()) < options_.max_context,
+                "prompt has " << p.size() << " tokens but the engine's max_context is "
+                              << options_.max_context
+                              << " (prompt + generated tokens, at least one generated); shorten the "
+                                 "prompt or raise EngineOptions.max_context");
+  for (size_t i = 0; i < p.size(); ++i)
+    AGENTR1_CHECK(p[i] >= 0 && p[i] < vocab_, "prompt_ids[" << i << "] = " << p[i]
+                                                            << " is outside the vocabulary [0, "
+                                                            << vocab_ << ")");
+  const SamplingParams& sp = request.sampling;
+  validate_sampling(sp);
+  for (size_t i = 0; i < sp.stop_token_ids.size(); ++i)
+    AGENTR1_CHECK(sp.stop_token_ids[i] >= 0 && sp.stop_token_ids[i] < vocab_,
+                  "sampling.stop_token_ids[" << i << "] = " << sp.stop_token_ids[i]
+                                             << " is outside the vocabulary [0, " << vocab_ << ")");
+  for (size_t i = 0; i < sp.stop_strings.size(); ++i)
+    AGENTR1_CHECK(!sp.stop_strings[i].empty(), "sampling.stop_strings[" << i << "] is empty");
+  AGENTR1_CHECK(sp.stop_strings.empty() || options_.detokenize,
+                "request has " << sp.stop_strings.size()
+                               << " stop string(s) but the engine has no detokenize function; set "
+                                  "EngineOptions.detokenize or use stop_token_ids");
+
+  auto seq = std::make_unique<Sequence>(std::move(request));
+  std::future<GenResult> fut = seq->promise.get_future();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    AGENTR1_CHECK(!stop_, "rollout engine is shutting down; request rejected");
+    incoming_.push_back(std::move(seq));
+    ++stats_.requests_submitted;
+  }
+  cv_work_.notify_one();
+  return fut;
+}
+
+void Engine::pause() {
+  std::unique_lock<std::mutex> lk(mu_);
+  ++pause_count_;
+  cv_idle_.wait(lk, [this] { return !busy_; });
+}
+
+void Engine::resume() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    AGENTR1_CHECK(pause_count_ > 0, "Engine::resume() called without a matching pause()");
+    --pause_count_;
+  }
+  cv_work_.notify_all();
+}
+
+void Engine::with_model(const std::function<void(model::Transformer&)>& fn) {
+  pause();
+  try {
+    fn(model_);
+  } catch (...) {
+    resume();
+    throw;
+  }
+  resume();
+}
+
+void Engine::set_policy_version(int64_t version) {
+  std::lock_guard<std::mutex> lk(mu_);
+  policy_version_ = version;
+}
+
+int64_t Engine::policy_version() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return policy_version_;
+}
+
+void Engine::clear_prefix_cache() {
+  std::lock_guard<std::mutex> lk(mu_);
+  clear_requested_ = true;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+void Engine::reset_stats() {
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_ = EngineStats{};
+}
+
+// ---------------------------------------------------------------------------------
+// Worker
+
+void Engine::worker_loop() {
+  torch::NoGradGuard no_grad;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      busy_ = false;
+      cv_idle_.notify_all();
+      cv_work_.wait(lk, [this] {
+        return stop_ || (pause_count_ == 0 &&
+                         (!incoming_.empty() || !waiting_.empty() || !running_.empty()));
+      });
+      if (stop_) break;
+      busy_ = true;
+      while (!incoming_.empty()) {
+        waiting_.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+      if (clear_requested_) {
+        clear_requested_ = false;
+        for (int s : pool_.clear_cached()) cache_.reset(s);
+      }
+    }
+    try {
+      iterate();
+    } catch (const std::exception& e) {
+      // Not expected (model errors are caught per batch); keep the engine alive.
+      AGENTR1_LOG(ERROR) << "rollout engine: iteration failed: " << e.what();
+      for (auto& s : running_)
+        if (!s->done) fail(*s, std::string("rollout engine iteration failed: ") + e.what());
+      remove_done();
+    }
+  }
+  // Shutdown: fail everything not finished.
+  const std::string why = "rollout engine shut down before the request finished";
+  for (auto& s : running_)
+    if (!s->done) fail(*s, why);
+  running_.clear();
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto* q : {&waiting_, &incoming_}) {
+    for (auto& s : *q) {
+      s->promise.set_exception(std::make_exception_ptr(Error(why)));
+      ++stats_.requests_failed;
+    }
+    q->clear();
+  }
+  busy_ = false;
+  cv_idle_.notify_all();
+}
+
+void Engine::iterate() {
+  int budget = options_.prefill_chunk;
+  std::vector<std::pair<Sequence*, int>> plan;  // (sequence, prompt tokens to compute now)
+  std::vector<Sequence*> planned;
+  // Unfinished prefills first, in admission order.
+  for (auto& sp : running_) {
+    Sequence& s = *sp;
+    const int have = static_cast<int>(cache_.length(s.slot));
+    if (have >= s.prompt_len) continue;
+    if (budget == 0) break;
+    const int n = std::min(s.prompt_len - have, budget);
+    plan.emplace_back(&s, n);
+    planned.push_back(&s);
+    budget -= n;
+  }
+  // Then new requests, FIFO, while there is budget and room in the batch.
+  while (budget > 0 && !waiting_.empty() &&
+         static_cast<int>(running_.size()) < options_.max_batch) {
+    Sequence& s = *waiting_.front();
+    if (!admit(s, planned)) break;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    const int n = std::min(s.prompt_len - static_cast<int>(cache_.length(s.slot)), budget);
+    plan.emplace_back(&s, n);
+    planned.push_back(&s);
+    budget -= n;
+  }
+  if (!plan.empty()) run_prefill(plan);
+  run_decode();
+  remove_done();
+}
+
+bool Engine::admit(Sequence& s, const std::vector<Sequence*>& planned) {
+  SlotPool::Match m;
+  const size_t cap = static_cast<size_t>(s.prompt_len - 1);  // the last prompt token is always
+                                                              // computed: its logits are needed
+  if (options_.prefix_cache) {
+    m = pool_.longest_prefix(s.tokens, static_cast<int>(cap));
+    // A prompt being computed in this iteration would donate more: wait for it.
+    for (const Sequence* p : planned)
+      if (common_prefix(s.tokens, s.tokens.size(), p->tokens, p->prompt_len, cap) > m.len)
+        return false;
+  }
+  using State = SlotPool::State;
+  const bool cached_src = m.slot >= 0 && pool_.state(m.slot) == State::kCached;
+  bool take_over = cached_src && (m.len == static_cast<int>(pool_.tokens(m.slot).size()) ||
+                                  pool_.count(State::kFree) == 0);
+  int slot = -1;
+  if (take_over) {
+    slot = m.slot;
+  } else {
+    slot = pool_.acquire_free(/*keep=*/m.slot);
+    if (slot < 0) {
+      if (!cached_src) return false;  // every slot is running (n_slots >= max_batch prevents it)
+      slot = m.slot;
+      take_over = true;
+    }
+  }
+  TokenIds& dst = pool_.tokens(slot);
+  if (take_over) {
+    cache_.set_length(slot, m.len);
+    dst.resize(static_cast<size_t>(m.len));
+  } else if (m.len > 0) {
+    cache_.copy_prefix(m.slot, slot, m.len);
+    const TokenIds& src = pool_.tokens(m.slot);
+    dst.assign(src.begin(), src.begin() + m.len);
+  } else {
+    cache_.reset(slot);
+    dst.clear();
+  }
+  pool_.set_running(slot);
+  s.slot = slot;
+  std::lock_guard<std::mutex> lk(mu_);
+  s.result.policy_version = policy_version_;
+  stats_.prompt_tokens += s.prompt_len;
+  stats_.prefill_tokens_reused += m.len;
+  return true;
+}
+
+void Engine::run_prefill(const std::vector<std::pair<Sequence*, int>>& plan) {
+  // Rows of similar length share a forward call (padding wastes compute): sort by chunk
+  // length, longest first, and start a new group when a row is under 3/4 of the group's
+  // longest.
+  std::vector<std::pair<Sequence*, int>> rows(plan);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  size_t g0 = 0;
+  while (g0 < rows.size()) {
+    const int t_max = rows[g0].second;
+    size_t g1 = g0 + 1;
+    while (g1 < rows.size() && rows[g1].second * 4 >= t_max * 3) ++g1;
+    const int64_t b = static_cast<int64_t>(g1 - g0);
+    at::Tensor ids = at::zeros({b, t_max}, at::TensorOptions().dtype(at::kLong));
+    auto acc = ids.accessor<int64_t, 2>();
+    std::vector<int64_t> slots, n_new, start;
+    for (size_t r = g0; r < g1; ++r) {
+      Sequence& s = *rows[r].first;
+      const int64_t have = cache_.length(s.slot);
+      for (int t = 0; t < rows[r].second; ++t) acc[r - g0][t] = s.tokens[have + t];
+      slots.push_back(s.slot);
+      n_new.push_back(rows[r].second);
+      start.push_back(have);
+    }
+    at::Tensor logits;
+    try {
+      logits = model_->forward_cached(ids.to(device_), slots, n_new, cache_)
+                   .to(at::kCPU, at::kFloat)
+                   .contiguous();  // [b, V]
+    } catch (const std::exception& e) {
+      AGENTR1_LOG(WARN) << "rollout engine: prefill forward failed, failing " << b
+                        << " request(s): " << e.what();
+      for (size_t r = g0; r < g1; ++r)
+        fail(*rows[r].first, std::string("rollout engine: prefill forward failed: ") + e.what());
+      g0 = g1;
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++stats_.prefill_calls;
+      for (auto n : n_new) stats_.prefill_tokens_computed += n;
+    }
+    const int64_t vocab = logits.size(1);
+    const float* lp = logits.data_ptr<float>();
+    for (size_t r = g0; r < g1; ++r) {
+      Sequence& s = *rows[r].first;
+      const size_t i = r - g0;
+      TokenIds& mirror = pool_.tokens(s.slot);
+      mirror.insert(mirror.end(), s.tokens.begin() + start[i], s.tokens.begin() + start[i] + n_new[i]);
+      if (start[i] + n_new[i] < s.prompt_len) continue;  // more chunks to go
+      try {
+        SampledToken t = s.sampler.sample(lp + i * vocab, vocab);
+        accept_token(s, t.id, t.logprob);
+      } catch (const std::exception& e) {
+        fail(s, std::string("rollout engine: sampling failed: ") + e.what());
+      }
+    }
+    g0 = g1;
+  }
+}
+
+void Engine::run_decode() {
+  std::vector<Sequence*> rows;
+  for (auto& sp : running_) {
+    Sequence& s = *sp;
+    if (!s.done && static_cast<size_t>(cache_.length(s.slot)) + 1 == s.tokens.size())
+      rows.push_back(&s);
+  }
+  if (rows.empty()) return;
+  const int64_t b = static_cast<int64_t>(rows.size());
+  at::Tensor ids = at::empty({b, 1}, at::TensorOptions().dtype(at::kLong));
+  int64_t* idp = ids.data_ptr<int64_t>();
+  std::vector<int64_t> slots(rows.size()), n_new(rows.size(), 1);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    idp[r] = rows[r]->tokens.back();
+    slots[r] = rows[r]->slot;
+  }
+  at::Tensor logits;
+  try {
+    logits = model_->forward_cached(ids.to(device_), slots, n_new, cache_)
+                 .to(at::kCPU, at::kFloat)
+                 .contiguous();  // [b, V]
+  } catch (const std::exception& e) {
+    AGENTR1_LOG(WARN) << "rollout engine: decode forward failed, failing " << b
+                      << " request(s): " << e.what();
+    for (Sequence* s : rows) fail(*s, std::string("rollout engine: decode forward failed: ") + e.what());
+    return;
+  }
+  for (Sequence* s : rows) pool_.tokens(s->slot).push_back(s->tokens.back());
+  const int64_t vocab = logits.size(1);
+  const float* lp = logits.data_ptr<float>();
+  // Rows sample independently (each from its own RNG), so in parallel.
+  std::vector<SampledToken> out(rows.size());
+  std::vector<std::string> errors(rows.size());
+  at::parallel_for(0, b, /*grain_size=*/4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      try {
+        out[r] = rows[r]->sampler.sample(lp + r * vocab, vocab);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    }
+  });
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++stats_.decode_steps;
+    stats_.decode_rows += b;
+    stats_.max_decode_batch = std::max(stats_.max_decode_batch, b);
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!errors[r].empty())
+      fail(*rows[r], "rollout engine: sampling failed: " + errors[r]);
+    else
+      accept_token(*rows[r], out[r].id, out[r].logprob);
+  }
+}
+
+void Engine::accept_token(Sequence& s, TokenId id, float logprob) {
+  s.tokens.push_back(id);
+  s.result.token_ids.push_back(id);
+  s.result.logprobs.push_back(logprob);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++stats_.generated_tokens;
+  }
+  const SamplingParams& sp = s.req.sampling;
+  std::optional<FinishReason> why;
+  if (std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), id) != sp.stop_token_ids.end()) {
+    why = FinishReason::kStopToken;
+  } else if (!sp.stop_strings.empty()) {
+    std::string text;
+    try {
+      text = options_.detokenize(s.result.token_ids);
+    } catch (const std::exception& e) {
+      fail(s, std::string("rollout engine: detokenize failed: ") + e.what());
+      return;
+    }
+    for (const std::string& stop : sp.stop_strings)
+      if (text.find(stop) != std::string::npos) why = FinishReason::kStopString;
+  }
+  if (!why && static_cast<int>(s.result.token_ids.size()) >= sp.max_new_tokens)
+    why = FinishReason::kLength;
+  if (!why && static_cast<int>(s.tokens.size()) >= options_.max_context)
+    why = FinishReason::kContextFull;
+  if (why) {
+    s.result.finish = *why;
+    finish(s);
+  }
+}
+
+void Engine::finish(Sequence& s) {
+  s.done = true;
+  pool_.release(s.slot, /*keep=*/options_.prefix_cache);
+  if (pool_.state(s.slot) == SlotPool::State::kFree) cache_.reset(s.slot);
+  {
+    std::lock_guard<std::mutex> lk(mu_);  // counted before the caller can see the result
+    ++stats_.requests_finished;
+  }
+  s.promise.set_value(std::move(s.result));
+}
+
+void Engine::fail(Sequence& s, const std::string& why) {
+  s.done = true;
+  if (s.slot >= 0) {
+    pool_.release(s.slot, /*keep=*/false);
+    cache_.reset(s.slot);
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++stats_.requests_failed;
+  }
+  s.promise.set_exception(std::make_exception_ptr(Error(why)));
+}
+
+void Engine::remove_done() {
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [](const SeqPtr& s) { return s->done; }),
+                 running_.end());
+}
+
+}  // namespace agentr1::rollout

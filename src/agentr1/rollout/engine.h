@@ -1,0 +1,177 @@
+// agentr1/rollout/engine.h — the in-process generation engine (implements Generator):
+// continuous batching over a slot-based KV cache, chunked prefill, per-request
+// sampling, and prefix reuse across requests.
+//
+//   rollout::EngineOptions opt;
+//   opt.max_batch = 64;                      // sequences decoded together
+//   opt.max_context = 4096;                  // prompt + response per sequence
+//   opt.detokenize = [&](const TokenIds& ids) { return tok.decode(ids); };  // stop strings
+//   rollout::Engine engine(model, opt);      // starts the worker thread
+//   std::future<GenResult> f = engine.submit(req);        // thread-safe; throws on bad input
+//   GenResult r = f.get();
+//   engine.with_model([&](model::Transformer& m) { load_weights(m); });  // between rollouts
+//   engine.clear_prefix_cache();             // weights changed: cached keys/values are stale
+//   engine.set_policy_version(step);         // stamped on results generated from now on
+//
+// How it runs: one worker thread owns the model while generating. Each iteration it
+//   1. computes up to `prefill_chunk` prompt tokens: first the unfinished prefills, then
+//      newly admitted requests (FIFO) while fewer than `max_batch` sequences run. On
+//      admission the request gets a KV slot; with the prefix cache on, the running or
+//      finished sequence sharing the longest token prefix donates its keys/values
+//      (a finished one's slot is taken over, a running one's prefix is copied), and only
+//      the remainder is computed. A request that would share more with a prompt being
+//      prefilled in this same iteration waits one iteration to reuse it (the n samples
+//      of a GRPO group compute their prompt once);
+//   2. runs one batched decode step (one token per sequence) for every sequence whose
+//      prompt is complete, samples each row with the request's own Sampler and checks
+//      its stop conditions; finished sequences leave the batch, free their slot (kept
+//      as prefix cache when enabled) and fulfil their future.
+// Outputs do not depend on batch composition beyond floating-point reduction order:
+// each request samples from its own RNG.
+//
+// Stop conditions, checked after each sampled token, first match wins:
+//   a stop token id (kept in the output)                   -> kStopToken
+//   a stop string in detokenize(generated ids); the output
+//     ends with the token that completed it                 -> kStopString
+//   max_new_tokens generated                                -> kLength
+//   prompt + generated == max_context                       -> kContextFull
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <c10/core/ScalarType.h>
+
+#include "agentr1/core/generator.h"
+#include "agentr1/model/kv_cache.h"
+#include "agentr1/model/transformer.h"
+#include "agentr1/rollout/slot_pool.h"
+
+namespace agentr1::rollout {
+
+struct EngineOptions {
+  int max_batch = 64;        // max sequences in flight (decoded together in one step), >= 1
+  int max_context = 2048;    // max prompt + generated tokens per sequence (KV slot length);
+                             // <= the model's max_position_embeddings
+  int n_slots = 0;           // KV-cache slots, >= max_batch; 0 = max_batch, doubled when
+                             // prefix_cache is on (the extra slots keep finished sequences)
+  bool prefix_cache = true;  // reuse the keys/values of shared token prefixes (running and
+                             // finished sequences); exact: outputs equal prefix_cache=false
+  int prefill_chunk = 512;   // max prompt tokens computed per iteration (chunked prefill:
+                             // bounds how long running sequences wait for a long prompt), >= 1
+  std::optional<at::ScalarType> kv_dtype;  // KV-cache dtype; unset = the model's weights' dtype
+  // ids -> text, for stop strings (called on the generated ids of a request, from the
+  // worker thread). Unset: requests with stop_strings are rejected by submit().
+  std::function<std::string(const TokenIds&)> detokenize;
+
+  // Throws Error naming the first invalid field.
+  void validate() const;
+};
+
+struct EngineStats {
+  int64_t requests_submitted = 0;
+  int64_t requests_finished = 0;        // fulfilled futures (results, not errors)
+  int64_t requests_failed = 0;          // futures failed with an error (model error, shutdown)
+  int64_t prompt_tokens = 0;            // prompt tokens of admitted requests
+  int64_t prefill_tokens_computed = 0;  // prompt tokens run through the model
+  int64_t prefill_tokens_reused = 0;    // prompt tokens whose keys/values came from the cache
+  int64_t generated_tokens = 0;         // sampled tokens (all requests)
+  int64_t prefill_calls = 0;            // forward calls for prompts
+  int64_t decode_steps = 0;             // batched one-token forward calls
+  int64_t decode_rows = 0;              // sum of decode batch sizes
+  int64_t max_decode_batch = 0;         // largest decode batch seen
+  double mean_decode_batch() const {    // batch occupancy
+    return decode_steps ? static_cast<double>(decode_rows) / decode_steps : 0.0;
+  }
+  double prefix_reuse_rate() const {    // fraction of prompt tokens not recomputed
+    return prompt_tokens ? static_cast<double>(prefill_tokens_reused) / prompt_tokens : 0.0;
+  }
+};
+
+class Engine : public Generator {
+ public:
+  // Takes the model (a shared module handle: the caller may keep a copy, but must only
+  // touch its weights inside with_model or while paused). Allocates the KV cache on the
+  // model's device and starts the worker. Throws Error on invalid options.
+  Engine(model::Transformer model, EngineOptions options = {});
+  // Stops the worker; requests not finished yet fail with Error.
+  ~Engine() override;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe. Validates (empty prompt, prompt length >= max_context, token ids
+  // outside [0, vocab), sampling parameters, stop strings without detokenize) and
+  // throws Error naming the value; otherwise queues the request. The future holds the
+  // result, or an Error if the model failed or the engine shut down first.
+  std::future<GenResult> submit(GenRequest request) override;
+  int max_context() const override { return options_.max_context; }
+
+  // Blocks until the worker is between iterations and keeps it there until resume();
+  // submit() keeps queueing meanwhile. Nests (resume once per pause).
+  void pause();
+  void resume();
+  // pause(); fn(model); resume() -- even if fn throws. For weight updates; call
+  // clear_prefix_cache() afterwards if the weights changed.
+  void with_model(const std::function<void(model::Transformer&)>& fn);
+
+  // Stamped on results of requests admitted from now on (GenResult::policy_version).
+  void set_policy_version(int64_t version);
+  int64_t policy_version() const;
+  // Forgets all cached keys/values (finished sequences' slots; running sequences stop
+  // donating prefixes). Takes effect before the next admission.
+  void clear_prefix_cache();
+
+  EngineStats stats() const;
+  void reset_stats();
+  const EngineOptions& options() const { return options_; }
+  int64_t vocab_size() const { return vocab_; }
+
+ private:
+  struct Sequence;
+  using SeqPtr = std::unique_ptr<Sequence>;
+
+  void worker_loop();
+  void iterate();                                  // one scheduler iteration
+  bool admit(Sequence& s, const std::vector<Sequence*>& planned);
+  void run_prefill(const std::vector<std::pair<Sequence*, int>>& plan);
+  void run_decode();
+  void accept_token(Sequence& s, TokenId id, float logprob);  // append + stop checks
+  void finish(Sequence& s);                        // fulfil + free the slot
+  void fail(Sequence& s, const std::string& why);  // fail the future + free the slot
+  void remove_done();                              // drop finished sequences from the lists
+
+  model::Transformer model_;
+  EngineOptions options_;
+  int64_t vocab_ = 0;
+  at::Device device_;
+  model::KVCache cache_;
+  SlotPool pool_;  // worker-owned
+
+  // Worker-owned scheduling state.
+  std::deque<SeqPtr> waiting_;
+  std::vector<SeqPtr> running_;  // admitted: prefilling or decoding, admission order
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_work_;
+  std::condition_variable cv_idle_;
+  std::deque<SeqPtr> incoming_;
+  bool stop_ = false;
+  int pause_count_ = 0;
+  bool busy_ = false;
+  bool clear_requested_ = false;
+  int64_t policy_version_ = 0;
+  EngineStats stats_;
+
+  std::thread worker_;
+};
+
+}  // namespace agentr1::rollout

@@ -1,0 +1,352 @@
+#include "agentr1/rollout/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "agentr1/core/error.h"
+
+namespace agentr1::rollout {
+namespace {
+
+constexpr int64_t kVocab = 160;
+
+model::ModelConfig tiny_config() {
+  model::ModelConfig c;
+  c.arch = model::Arch::kQwen3;
+  c.vocab_size = kVocab;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.qk_norm = true;
+  c.max_position_embeddings = 512;
+  c.rope_theta = 10000.0;
+  return c;
+}
+
+model::Transformer& tiny_model() {
+  static model::Transformer m = [] {
+    model::Transformer t = model::init_random(tiny_config(), /*seed=*/42);
+    // Sharpen the random model's next-token distributions (HF init gives nearly uniform
+    // logits), so greedy decoding has clear winners and sampling is not uniform.
+    torch::NoGradGuard ng;
+    for (auto& p : t->named_parameters())
+      if (p.key().find("lm_head") != std::string::npos) p.value().mul_(30.0);
+    return t;
+  }();
+  return m;
+}
+
+TokenIds random_prompt(std::mt19937_64& g, int len) {
+  std::uniform_int_distribution<int> d(0, kVocab - 1);
+  TokenIds ids;
+  for (int i = 0; i < len; ++i) ids.push_back(d(g));
+  return ids;
+}
+
+GenRequest request(TokenIds prompt, float temperature, int max_new, uint64_t seed = 0) {
+  GenRequest r;
+  r.prompt_ids = std::move(prompt);
+  r.sampling.temperature = temperature;
+  r.sampling.max_new_tokens = max_new;
+  r.sampling.seed = seed;
+  return r;
+}
+
+at::Tensor as_tensor(const TokenIds& ids) {
+  std::vector<int64_t> v(ids.begin(), ids.end());
+  return at::tensor(v, at::TensorOptions().dtype(at::kLong)).view({1, -1});
+}
+
+// Naive greedy: re-run the full forward over the whole sequence for every token.
+TokenIds naive_greedy(const TokenIds& prompt, int max_new) {
+  torch::NoGradGuard ng;
+  TokenIds seq = prompt;
+  TokenIds out;
+  for (int i = 0; i < max_new; ++i) {
+    at::Tensor logits = tiny_model()->forward(as_tensor(seq)).select(1, seq.size() - 1)[0];
+    const float* l = logits.contiguous().data_ptr<float>();
+    int best = 0;
+    for (int v = 1; v < kVocab; ++v)
+      if (l[v] > l[best]) best = v;
+    seq.push_back(best);
+    out.push_back(best);
+  }
+  return out;
+}
+
+// log_softmax(logits / T) of each completion token, from one full forward.
+std::vector<float> score(const TokenIds& prompt, const TokenIds& completion, float t) {
+  torch::NoGradGuard ng;
+  TokenIds all = prompt;
+  all.insert(all.end(), completion.begin(), completion.end());
+  at::Tensor logits = tiny_model()->forward(as_tensor(all))[0];  // [T, V]
+  at::Tensor lp = at::log_softmax(logits / t, /*dim=*/-1);
+  std::vector<float> out;
+  for (size_t i = 0; i < completion.size(); ++i)
+    out.push_back(lp[prompt.size() - 1 + i][completion[i]].item<float>());
+  return out;
+}
+
+EngineOptions options(int max_batch, bool prefix_cache = true) {
+  EngineOptions o;
+  o.max_batch = max_batch;
+  o.max_context = 256;
+  o.prefix_cache = prefix_cache;
+  return o;
+}
+
+TEST(Engine, CachedGreedyEqualsFullRecomputation) {
+  std::mt19937_64 g(1);
+  std::vector<TokenIds> prompts = {random_prompt(g, 5), random_prompt(g, 17), random_prompt(g, 40)};
+  for (int chunk : {512, 7}) {
+    EngineOptions o = options(4);
+    o.prefill_chunk = chunk;
+    Engine engine(tiny_model(), o);
+    std::vector<GenRequest> reqs;
+    for (auto& p : prompts) reqs.push_back(request(p, 0.0f, 24));
+    auto results = engine.generate(reqs);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(results[i].token_ids, naive_greedy(prompts[i], 24)) << "prompt " << i << " chunk " << chunk;
+      EXPECT_EQ(results[i].finish, FinishReason::kLength);
+      // Greedy log-probs are log_softmax(logits) (T = 1): model::token_logprobs.
+      TokenIds all = prompts[i];
+      all.insert(all.end(), results[i].token_ids.begin(), results[i].token_ids.end());
+      torch::NoGradGuard ng;
+      at::Tensor ref = model::token_logprobs(tiny_model(), as_tensor(all))[0];
+      for (size_t t = 0; t < results[i].token_ids.size(); ++t)
+        EXPECT_NEAR(results[i].logprobs[t], ref[prompts[i].size() - 1 + t].item<float>(), 1e-4);
+    }
+    EXPECT_GT(engine.stats().prefill_calls, chunk == 7 ? 8 : 0);
+  }
+}
+
+TEST(Engine, MixedBatchFromThreadsEqualsSoloRuns) {
+  std::mt19937_64 g(2);
+  std::vector<GenRequest> reqs;
+  for (int i = 0; i < 12; ++i) {
+    GenRequest r = request(random_prompt(g, 3 + 5 * i % 31), i % 2 ? 0.9f : 0.0f, 6 + (7 * i) % 17,
+                           /*seed=*/100 + i);
+    if (i % 4 == 1) r.sampling.top_p = 0.9f;
+    if (i % 4 == 3) r.sampling.top_k = 20;
+    reqs.push_back(r);
+  }
+  // Solo: one request at a time.
+  std::vector<GenResult> solo;
+  {
+    Engine engine(tiny_model(), options(1));
+    for (auto& r : reqs) solo.push_back(engine.submit(r).get());
+  }
+  // Together: submitted from 3 threads into an engine that holds 8 at once.
+  std::vector<GenResult> batched(reqs.size());
+  Engine engine(tiny_model(), options(8));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<std::pair<size_t, std::future<GenResult>>> fs;
+      for (size_t i = t; i < reqs.size(); i += 3) fs.emplace_back(i, engine.submit(reqs[i]));
+      for (auto& [i, f] : fs) batched[i] = f.get();
+    });
+  for (auto& th : threads) th.join();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(batched[i].token_ids, solo[i].token_ids) << "request " << i;
+    EXPECT_EQ(static_cast<int>(batched[i].token_ids.size()), reqs[i].sampling.max_new_tokens);
+    for (size_t t = 0; t < solo[i].logprobs.size(); ++t)
+      EXPECT_NEAR(batched[i].logprobs[t], solo[i].logprobs[t], 1e-4);
+  }
+  const EngineStats s = engine.stats();
+  EXPECT_GT(s.max_decode_batch, 1);
+  EXPECT_LE(s.max_decode_batch, 8);
+  EXPECT_EQ(s.requests_finished, 12);
+  // Sampling really happened: two seeds give different tokens.
+  GenRequest a = request(random_prompt(g, 8), 1.0f, 16, 1), b = a;
+  b.sampling.seed = 2;
+  EXPECT_NE(engine.submit(a).get().token_ids, engine.submit(b).get().token_ids);
+}
+
+TEST(Engine, LogprobsEqualScoringPassWithTemperature) {
+  std::mt19937_64 g(3);
+  Engine engine(tiny_model(), options(4));
+  for (float t : {0.6f, 1.0f, 1.7f}) {
+    GenRequest r = request(random_prompt(g, 11), t, 20, /*seed=*/7);
+    r.sampling.top_k = 30;  // truncation must not change the reported log-prob
+    GenResult res = engine.submit(r).get();
+    const auto ref = score(r.prompt_ids, res.token_ids, t);
+    ASSERT_EQ(res.logprobs.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(res.logprobs[i], ref[i], 1e-4) << "T=" << t;
+  }
+}
+
+// Toy detokenizer: each id is one lowercase letter.
+std::string letters(const TokenIds& ids) {
+  std::string s;
+  for (TokenId id : ids) s += static_cast<char>('a' + id % 26);
+  return s;
+}
+
+TEST(Engine, StopConditions) {
+  std::mt19937_64 g(4);
+  EngineOptions o = options(4);
+  o.detokenize = letters;
+  Engine engine(tiny_model(), o);
+  const TokenIds prompt = random_prompt(g, 9);
+  const GenResult base = engine.submit(request(prompt, 0.0f, 30)).get();
+  ASSERT_EQ(base.token_ids.size(), 30u);
+  EXPECT_EQ(base.finish, FinishReason::kLength);
+
+  // Stop token: output ends at its first occurrence, included.
+  {
+    GenRequest r = request(prompt, 0.0f, 30);
+    r.sampling.stop_token_ids = {base.token_ids[6]};
+    GenResult res = engine.submit(r).get();
+    size_t first = 0;
+    while (base.token_ids[first] != base.token_ids[6]) ++first;
+    EXPECT_EQ(res.finish, FinishReason::kStopToken);
+    EXPECT_EQ(res.token_ids, TokenIds(base.token_ids.begin(), base.token_ids.begin() + first + 1));
+    EXPECT_EQ(res.logprobs.size(), res.token_ids.size());
+  }
+  // Stop string spanning three tokens: cut after the token completing it.
+  {
+    const std::string text = letters(base.token_ids);
+    const std::string stop = text.substr(10, 3);
+    GenRequest r = request(prompt, 0.0f, 30);
+    r.sampling.stop_strings = {"zzzzzzzz", stop};
+    GenResult res = engine.submit(r).get();
+    const size_t expect_len = text.find(stop) + stop.size();  // one letter per token
+    EXPECT_EQ(res.finish, FinishReason::kStopString);
+    EXPECT_EQ(res.token_ids, TokenIds(base.token_ids.begin(), base.token_ids.begin() + expect_len));
+  }
+  // max_new_tokens.
+  {
+    GenResult res = engine.submit(request(prompt, 0.0f, 5)).get();
+    EXPECT_EQ(res.finish, FinishReason::kLength);
+    EXPECT_EQ(res.token_ids, TokenIds(base.token_ids.begin(), base.token_ids.begin() + 5));
+  }
+  // Context full: prompt 9 + 7 generated = max_context 16.
+  {
+    EngineOptions small = options(2);
+    small.max_context = 16;
+    Engine e2(tiny_model(), small);
+    GenResult res = e2.submit(request(prompt, 0.0f, 100)).get();
+    EXPECT_EQ(res.finish, FinishReason::kContextFull);
+    EXPECT_EQ(res.token_ids, TokenIds(base.token_ids.begin(), base.token_ids.begin() + 7));
+    // Stop strings need a detokenizer.
+    GenRequest r = request(prompt, 0.0f, 5);
+    r.sampling.stop_strings = {"x"};
+    EXPECT_THROW(e2.submit(r), Error);
+  }
+}
+
+TEST(Engine, PrefixCacheIsExactAndReusesGroupsAndTurns) {
+  std::mt19937_64 g(5);
+  const TokenIds prompt = random_prompt(g, 40);
+  Engine on(tiny_model(), options(8, true));
+  Engine off(tiny_model(), options(8, false));
+  // A GRPO group: 6 samples of one prompt, different seeds.
+  std::vector<GenRequest> group;
+  for (int i = 0; i < 6; ++i) group.push_back(request(prompt, 1.0f, 12, /*seed=*/i));
+  group[5].sampling.temperature = 0.0f;
+  auto r_on = on.generate(group);
+  auto r_off = off.generate(group);
+  for (size_t i = 0; i < group.size(); ++i) {
+    EXPECT_EQ(r_on[i].token_ids, r_off[i].token_ids) << "sample " << i;
+    for (size_t t = 0; t < r_on[i].logprobs.size(); ++t)
+      EXPECT_NEAR(r_on[i].logprobs[t], r_off[i].logprobs[t], 1e-4);
+  }
+  EngineStats s = on.stats();
+  EXPECT_EQ(s.prompt_tokens, 6 * 40);
+  EXPECT_EQ(s.prefill_tokens_reused, 5 * 39);  // all but the first compute one token
+  EXPECT_EQ(s.prefill_tokens_computed, 40 + 5);
+  EXPECT_EQ(off.stats().prefill_tokens_reused, 0);
+  EXPECT_EQ(off.stats().prefill_tokens_computed, 6 * 40);
+
+  // Turn 2 extends turn 1's prompt + response of sample 2 with an observation.
+  TokenIds turn2 = prompt;
+  turn2.insert(turn2.end(), r_on[2].token_ids.begin(), r_on[2].token_ids.end());
+  const TokenIds obs = random_prompt(g, 6);
+  turn2.insert(turn2.end(), obs.begin(), obs.end());
+  on.reset_stats();
+  GenRequest req2 = request(turn2, 0.8f, 10, 9);
+  GenResult t_on = on.submit(req2).get();
+  GenResult t_off = off.submit(req2).get();
+  EXPECT_EQ(t_on.token_ids, t_off.token_ids);
+  s = on.stats();
+  // Everything but the last sampled token of turn 1 (never fed) is reused.
+  EXPECT_EQ(s.prefill_tokens_reused, static_cast<int64_t>(prompt.size() + r_on[2].token_ids.size() - 1));
+  EXPECT_EQ(s.prefill_tokens_computed, static_cast<int64_t>(1 + obs.size()));
+
+  // After clear_prefix_cache nothing is reused.
+  on.clear_prefix_cache();
+  on.reset_stats();
+  EXPECT_EQ(on.submit(req2).get().token_ids, t_off.token_ids);
+  EXPECT_EQ(on.stats().prefill_tokens_reused, 0);
+}
+
+TEST(Engine, RejectsInvalidRequestsNamingTheValue) {
+  Engine engine(tiny_model(), options(2));
+  auto msg = [&](GenRequest r) {
+    try {
+      engine.submit(std::move(r));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(msg(request({}, 0.0f, 4)).find("prompt_ids is empty"), std::string::npos);
+  EXPECT_NE(msg(request(TokenIds(256, 1), 0.0f, 4)).find("prompt has 256 tokens"), std::string::npos);
+  EXPECT_NE(msg(request({1, 2}, 0.0f, 0)).find("max_new_tokens must be >= 1, got 0"), std::string::npos);
+  EXPECT_NE(msg(request({1, 2}, -1.0f, 4)).find("temperature must be >= 0"), std::string::npos);
+  GenRequest r = request({1, 2}, 1.0f, 4);
+  r.sampling.top_p = 0.0f;
+  EXPECT_NE(msg(r).find("top_p must be in (0, 1]"), std::string::npos);
+  r = request({1, 2}, 1.0f, 4);
+  r.sampling.top_k = -3;
+  EXPECT_NE(msg(r).find("top_k must be >= 0 (0 disables top-k), got -3"), std::string::npos);
+  EXPECT_NE(msg(request({1, kVocab}, 0.0f, 4)).find("prompt_ids[1] = 160 is outside the vocabulary [0, 160)"),
+            std::string::npos);
+  EXPECT_NE(msg(request({-1}, 0.0f, 4)).find("prompt_ids[0] = -1"), std::string::npos);
+  r = request({1, 2}, 1.0f, 4);
+  r.sampling.stop_token_ids = {999};
+  EXPECT_NE(msg(r).find("stop_token_ids[0] = 999"), std::string::npos);
+
+  EngineOptions bad = options(4);
+  bad.n_slots = 2;
+  EXPECT_THROW(Engine(tiny_model(), bad), Error);
+  bad = options(0);
+  EXPECT_THROW(Engine(tiny_model(), bad), Error);
+  bad = options(2);
+  bad.max_context = 4096;  // > max_position_embeddings 512
+  EXPECT_THROW(Engine(tiny_model(), bad), Error);
+}
+
+TEST(Engine, PauseVersionAndShutdown) {
+  std::mt19937_64 g(6);
+  auto engine = std::make_unique<Engine>(tiny_model(), options(2));
+  engine->set_policy_version(7);
+  EXPECT_EQ(engine->submit(request(random_prompt(g, 4), 0.0f, 3)).get().policy_version, 7);
+
+  engine->pause();
+  auto f = engine->submit(request(random_prompt(g, 4), 0.0f, 3));
+  EXPECT_EQ(f.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  engine->set_policy_version(8);
+  engine->resume();
+  EXPECT_EQ(f.get().policy_version, 8);
+
+  bool ran = false;
+  engine->with_model([&](model::Transformer& m) { ran = m->config().vocab_size == kVocab; });
+  EXPECT_TRUE(ran);
+
+  // Destroying the engine fails what has not finished.
+  engine->pause();
+  auto pending = engine->submit(request(random_prompt(g, 4), 0.0f, 3));
+  engine.reset();
+  EXPECT_THROW(pending.get(), Error);
+}
+
+}  // namespace
+}  // namespace agentr1::rollout
