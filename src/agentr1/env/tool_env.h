@@ -14,8 +14,10 @@
 //     ToolFormat ("hermes": <tool_call>{"name": ..., "arguments": {...}}</tool_call>);
 //   - no tool call and no malformed tool-call markup: the episode ends (done), the
 //     response recorded as the final assistant message;
-//   - otherwise each call (up to max_tool_calls_per_turn) runs on the EnvContext pool
-//     with a timeout (inline, without a timeout, when the pool is null). Unknown tool,
+//   - otherwise the calls (up to max_tool_calls_per_turn) all start on the EnvContext
+//     pool, in parallel, each with its own timeout counted from when it starts running
+//     (a timed-out call's thread keeps running until the tool returns; its result is
+//     dropped). With a null pool they run inline, in order, without a timeout. Unknown tool,
 //     malformed call, a tool that throws, a timeout, or calls over the limit each give
 //     the model an error text as that call's tool response ("Error: unknown tool
 //     'calc'; available tools: calculator") and are counted; the episode goes on.

@@ -1,0 +1,299 @@
+// AgentEnvLoop over ToolEnv with a scripted Generator: token exactness, multi-turn tool
+// use, tool failures as feedback, budgets, env_kwargs overrides.
+#include "agentr1/flow/agent_env_loop.h"
+
+#include "agentr1/core/thread_pool.h"
+#include "agentr1/flow/test_support.h"
+#include "agentr1/flow/trajectory_builder.h"
+
+namespace agentr1::flow {
+namespace {
+
+using namespace testing;
+
+struct LoopTest : ::testing::Test {
+  void SetUp() override { register_fakes(); }
+  FlowOptions opts() {
+    FlowOptions o;
+    o.env_kwargs = {{"tools", {"adder"}}};
+    return o;
+  }
+};
+
+json adder_tools() { return json::array({AdderTool().schema()}); }
+
+// (1) + (2): a call answered by the tool, then the final answer.
+TEST_F(LoopTest, MultiTurnToolUseIsTokenExact) {
+  const std::string think = "<think>\nhello there, add them\n</think>\n\n";
+  const std::string call = call_text("adder", R"({"a": 2, "b": 3})");
+  TokenIds r0 = byte_ids(think + call);  // non-canonical on purpose
+  r0.push_back(special("<|im_end|>"));
+  ASSERT_NE(tok().encode(tok().decode(r0), true), r0);
+  const TokenIds r1 = turn_ids("<think>\nok\n</think>\n\nIt is 5.\n#### 5");
+  ScriptedGenerator gen(ScriptedGenerator::queue({r0, r1}));
+  FlowContext ctx = make_context(&gen);
+  const Sample s = make_sample("What is 2+3?", "5");
+
+  Trajectory t = AgentEnvLoop("tool").run(s, ctx, opts(), /*seed=*/11);
+  ASSERT_EQ(t.steps.size(), 2u);
+  const Step& a = t.steps[0];
+  const Step& b = t.steps[1];
+  // Exactly what was sampled, with its log-probs and version.
+  EXPECT_EQ(a.response_ids, r0);
+  EXPECT_EQ(a.response_logprobs.size(), r0.size());
+  EXPECT_FLOAT_EQ(a.response_logprobs.back(), -0.01f * static_cast<float>(r0.size()));
+  EXPECT_EQ(a.policy_version, 7);
+  EXPECT_EQ(b.response_ids, r1);
+  // The next prompt starts with the previous prompt + the response ids, verbatim.
+  ASSERT_GT(b.prompt_ids.size(), a.prompt_ids.size() + r0.size());
+  EXPECT_TRUE(std::equal(a.prompt_ids.begin(), a.prompt_ids.end(), b.prompt_ids.begin()));
+  EXPECT_TRUE(std::equal(r0.begin(), r0.end(), b.prompt_ids.begin() + a.prompt_ids.size()));
+  // And reads as the template renders the conversation (independent reference).
+  json convo = s.prompt;
+  EXPECT_EQ(tok().decode(a.prompt_ids), py_render(convo, adder_tools(), true));
+  convo.push_back({{"role", "assistant"}, {"content", think + call}});
+  convo.push_back({{"role", "tool"}, {"content", "5"}});
+  EXPECT_EQ(tok().decode(b.prompt_ids), py_render(convo, adder_tools(), true));
+  // The generator saw those exact prompts.
+  const auto reqs = gen.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].prompt_ids, a.prompt_ids);
+  EXPECT_EQ(reqs[1].prompt_ids, b.prompt_ids);
+
+  // Rewards, flags, info, metrics.
+  EXPECT_FLOAT_EQ(a.reward, 0.25f);
+  EXPECT_FALSE(a.done);
+  EXPECT_FALSE(a.truncated);
+  EXPECT_TRUE(b.done);
+  EXPECT_FALSE(b.truncated);
+  EXPECT_EQ(a.info["tool_calls"], 1);
+  EXPECT_EQ(a.info["finish_reason"], "stop_token");
+  EXPECT_EQ(b.info["turn"], 1);
+  EXPECT_FLOAT_EQ(t.outcome_reward, 1.0f);
+  EXPECT_FLOAT_EQ(t.total_reward(), 1.25f);
+  EXPECT_EQ(t.metrics["num_turns"], 2);
+  EXPECT_EQ(t.metrics["tool_calls"], 1);
+  EXPECT_EQ(t.metrics["tool_errors"], 0);
+  EXPECT_EQ(t.metrics["response_length"], static_cast<int>(r0.size() + r1.size()));
+  EXPECT_EQ(t.metrics["success"], 1);
+  EXPECT_EQ(t.metrics["truncated"], 0);
+  EXPECT_EQ(t.metrics["finish/stop_token"], 2);
+  // Seeds differ per turn and come from the trajectory seed.
+  EXPECT_EQ(reqs[0].sampling.seed, turn_seed(11, 0));
+  EXPECT_EQ(reqs[1].sampling.seed, turn_seed(11, 1));
+  EXPECT_NE(reqs[0].sampling.seed, reqs[1].sampling.seed);
+  // Stop ids: <|im_end|> (also the eos) and <|endoftext|>.
+  EXPECT_EQ(reqs[0].sampling.stop_token_ids,
+            (TokenIds{special("<|im_end|>"), special("<|endoftext|>")}));
+}
+
+TEST_F(LoopTest, WrongAnswerGetsNoOutcomeReward) {
+  ScriptedGenerator gen(ScriptedGenerator::queue({turn_ids("#### 6")}));
+  FlowContext ctx = make_context(&gen);
+  Trajectory t = AgentEnvLoop("tool").run(make_sample("2+3?", "5"), ctx, opts(), 1);
+  ASSERT_EQ(t.steps.size(), 1u);
+  EXPECT_TRUE(t.steps[0].done);
+  EXPECT_FLOAT_EQ(t.outcome_reward, 0.0f);
+  EXPECT_EQ(t.metrics["success"], 0);
+}
+
+// (3) malformed JSON, unknown tool, a throwing tool, a timed-out tool.
+TEST_F(LoopTest, ToolFailuresAreVisibleCountedAndTheEpisodeContinues) {
+  ThreadPool tools(2);
+  const std::string text = call_text("adder", R"({"a": 1,})") + "\n" + call_text("calc", "{}") +
+                           "\n" + call_text("broken", "{}") + "\n" + call_text("slow", "{}");
+  ScriptedGenerator gen(ScriptedGenerator::queue({turn_ids(text), turn_ids("#### 5")}));
+  FlowContext ctx = make_context(&gen, &tools);
+  FlowOptions o = opts();
+  o.env_kwargs = {{"tools", {"adder", "broken", "slow"}}, {"tool_timeout_s", 0.1}};
+  Trajectory t = AgentEnvLoop("tool").run(make_sample("2+3?", "5"), ctx, o, 3);
+  ASSERT_EQ(t.steps.size(), 2u);
+  const std::string next = tok().decode(t.steps[1].prompt_ids);
+  EXPECT_TRUE(contains(next, "Error: malformed tool call")) << next;
+  EXPECT_TRUE(contains(next, "Error: unknown tool 'calc'; available tools: adder, broken, slow"))
+      << next;
+  EXPECT_TRUE(contains(next, "Error: tool 'broken' failed: boom")) << next;
+  EXPECT_TRUE(contains(next, "Error: tool 'slow' timed out after 0.1 s")) << next;
+  EXPECT_EQ(t.metrics["tool_calls"], 4);
+  EXPECT_EQ(t.metrics["tool_errors"], 4);
+  EXPECT_EQ(t.metrics["malformed_calls"], 1);
+  EXPECT_EQ(t.metrics["unknown_tools"], 1);
+  EXPECT_EQ(t.metrics["tool_timeouts"], 1);
+  EXPECT_TRUE(t.steps[1].done);
+  EXPECT_FLOAT_EQ(t.outcome_reward, 1.0f);
+}
+
+// (4) budgets.
+TEST_F(LoopTest, PerTurnCapAndResponseBudget) {
+  const TokenIds call = turn_ids(call_text("adder", R"({"a": 2, "b": 3})"));
+  ASSERT_GT(call.size(), 20u);
+  // Every turn calls the tool; two turns use the whole budget.
+  ScriptedGenerator gen([&](const GenRequest&) { return call; });
+  FlowContext ctx = make_context(&gen);
+  FlowOptions o = opts();
+  o.max_steps = 10;
+  o.max_new_tokens = 1000;
+  const int n = static_cast<int>(call.size());
+  o.max_response_tokens = 2 * n;
+  Trajectory t = AgentEnvLoop("tool").run(make_sample("q", "5"), ctx, o, 5);
+  const auto reqs = gen.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].sampling.max_new_tokens, 2 * n) << "min(max_new_tokens, budget left)";
+  EXPECT_EQ(reqs[1].sampling.max_new_tokens, n);
+  ASSERT_EQ(t.steps.size(), 2u);
+  EXPECT_FALSE(t.steps[0].truncated);
+  EXPECT_TRUE(t.steps[1].truncated);
+  EXPECT_FALSE(t.steps[1].done);
+  EXPECT_EQ(t.steps[1].info["truncated_by"], "response_budget");
+  EXPECT_EQ(t.metrics["response_budget_exhausted"], 1);
+  EXPECT_EQ(t.metrics["truncated"], 1);
+  EXPECT_EQ(t.metrics["response_length"], 2 * n);
+}
+
+TEST_F(LoopTest, MaxNewTokensCapsEachTurn) {
+  ScriptedGenerator gen([&](const GenRequest&) { return turn_ids("#### 5"); });
+  FlowContext ctx = make_context(&gen);
+  FlowOptions o = opts();
+  o.max_new_tokens = 3;
+  Trajectory t = AgentEnvLoop("tool").run(make_sample("q", "5"), ctx, o, 5);
+  ASSERT_GE(gen.requests().size(), 1u);
+  EXPECT_EQ(gen.requests()[0].sampling.max_new_tokens, 3);
+  EXPECT_EQ(t.steps[0].response_ids.size(), 3u);
+  // A cut answer without tool markup still ends the episode (the env decides).
+  EXPECT_TRUE(t.steps[0].done);
+}
+
+TEST_F(LoopTest, MaxStepsTruncates) {
+  const TokenIds call = turn_ids(call_text("adder", R"({"a": 2, "b": 3})"));
+  ScriptedGenerator gen([&](const GenRequest&) { return call; });
+  FlowContext ctx = make_context(&gen);
+  FlowOptions o = opts();
+  o.max_steps = 3;
+  Trajectory t = AgentEnvLoop("tool").run(make_sample("q", "5"), ctx, o, 5);
+  ASSERT_EQ(t.steps.size(), 3u);
+  EXPECT_TRUE(t.steps.back().truncated);
+  EXPECT_FALSE(t.steps.back().done);
+  EXPECT_EQ(t.steps.back().info["truncated_by"], "max_steps");
+  EXPECT_EQ(t.metrics["max_steps_reached"], 1);
+  EXPECT_EQ(t.metrics["tool_calls"], 3);
+  EXPECT_FLOAT_EQ(t.outcome_reward, 0.0f);
+  for (size_t i = 0; i + 1 < t.steps.size(); ++i) EXPECT_FALSE(t.steps[i].truncated);
+}
+
+TEST_F(LoopTest, ContextOverflowEndsTruncatedNotCrashing) {
+  const TokenIds call = turn_ids(call_text("adder", R"({"a": 2, "b": 3})"));
+  // First prompt fits, the second does not.
+  {
+    ScriptedGenerator gen([&](const GenRequest&) { return call; });
+    FlowContext ctx = make_context(&gen);
+    FlowOptions o = opts();
+    Trajectory probe = AgentEnvLoop("tool").run(make_sample("q", "5"), ctx, o, 5);
+    const int first = static_cast<int>(probe.steps[0].prompt_ids.size());
+
+    ScriptedGenerator gen2([&](const GenRequest&) { return call; });
+    FlowContext ctx2 = make_context(&gen2);
+    o.max_prompt_tokens = first + 5;
+    Trajectory t = AgentEnvLoop("tool").run(make_sample("q", "5"), ctx2, o, 5);
+    ASSERT_EQ(t.steps.size(), 1u);
+    EXPECT_TRUE(t.steps[0].truncated);
+    EXPECT_EQ(t.steps[0].info["truncated_by"], "context_overflow");
+    EXPECT_EQ(t.metrics["context_overflow"], 1);
+    EXPECT_EQ(t.metrics["truncated"], 1);
+
+    // The generator's own window counts too: prompt + 1 must fit.
+    ScriptedGenerator gen3([&](const GenRequest&) { return call; }, /*max_context=*/first + 1);
+    FlowContext ctx3 = make_context(&gen3);
+    FlowOptions o3 = opts();
+    Trajectory t3 = AgentEnvLoop("tool").run(make_sample("q", "5"), ctx3, o3, 5);
+    ASSERT_EQ(t3.steps.size(), 1u);
+    EXPECT_EQ(gen3.requests()[0].sampling.max_new_tokens, 1) << "capped by the context left";
+    EXPECT_EQ(t3.steps[0].response_ids.size(), 1u);
+    // One token of "<tool_call>": the env either ends the episode or the next prompt
+    // overflows; either way the trajectory ends without a crash.
+    EXPECT_TRUE(t3.steps[0].done || t3.steps[0].info.value("truncated_by", "") ==
+                                        std::string("context_overflow"))
+        << t3.steps[0].info.dump();
+  }
+  // The first prompt already too long: no steps, no crash.
+  ScriptedGenerator gen([&](const GenRequest&) { return call; });
+  FlowContext ctx = make_context(&gen);
+  FlowOptions o = opts();
+  o.max_prompt_tokens = 10;
+  Trajectory t = AgentEnvLoop("tool").run(make_sample("q", "5"), ctx, o, 5);
+  EXPECT_TRUE(t.steps.empty());
+  EXPECT_TRUE(gen.requests().empty());
+  EXPECT_EQ(t.metrics["context_overflow"], 1);
+  EXPECT_EQ(t.metrics["truncated"], 1);
+  EXPECT_FLOAT_EQ(t.outcome_reward, 0.0f);
+}
+
+// (5) per-sample env_kwargs override the flow defaults.
+TEST_F(LoopTest, SampleEnvKwargsOverrideDefaults) {
+  const std::string two = call_text("adder", R"({"a": 2, "b": 3})") + "\n" +
+                          call_text("echo", R"({"text": "hi"})");
+  ScriptedGenerator gen(ScriptedGenerator::queue({turn_ids(two), turn_ids("#### 5")}));
+  FlowContext ctx = make_context(&gen);
+  const Sample s = make_sample("q", "5",
+                               json{{"tools", {"echo", "adder"}}, {"max_tool_calls_per_turn", 1}});
+  Trajectory t = AgentEnvLoop("tool").run(s, ctx, opts(), 5);
+  ASSERT_EQ(t.steps.size(), 2u);
+  const std::string first = tok().decode(t.steps[0].prompt_ids);
+  EXPECT_EQ(first, py_render(s.prompt, json::array({EchoTool().schema(), AdderTool().schema()}),
+                             true));
+  const std::string second = tok().decode(t.steps[1].prompt_ids);
+  EXPECT_TRUE(contains(second, "<tool_response>\n5\n</tool_response>")) << second;
+  EXPECT_TRUE(contains(second, "too many tool calls in one response (limit 1)")) << second;
+  EXPECT_EQ(t.metrics["tool_errors"], 1);
+
+  // Unknown kwargs are an Error naming the key, not a silent default.
+  ScriptedGenerator gen2(ScriptedGenerator::queue({turn_ids("#### 5")}));
+  FlowContext ctx2 = make_context(&gen2);
+  const Sample bad = make_sample("q", "5", json{{"max_turns", 3}});
+  try {
+    AgentEnvLoop("tool").run(bad, ctx2, opts(), 5);
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "unknown tool env option 'max_turns'")) << e.what();
+  }
+}
+
+TEST_F(LoopTest, AgentResolution) {
+  FlowOptions o = opts();
+  EXPECT_EQ(make_flow_for(make_sample("q", "5"), o)->name(), "env_loop:tool");
+  Sample s = make_sample("q", "5");
+  s.agent_name = "single_step";
+  EXPECT_EQ(make_flow_for(s, o)->name(), "single_step");
+  s.agent_name = "nope";
+  try {
+    make_flow_for(s, o);
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "unknown agent 'nope'")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "single_step")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "tool")) << e.what();
+  }
+}
+
+TEST_F(LoopTest, MissingRewardFunctionIsAnError) {
+  ScriptedGenerator gen(ScriptedGenerator::queue({turn_ids("#### 5")}));
+  FlowContext ctx = make_context(&gen);
+  Sample s = make_sample("q", "5");
+  s.data_source = "no_such_source";
+  s.reward_style = "no_such_style";
+  try {
+    AgentEnvLoop("tool").run(s, ctx, opts(), 5);
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "no reward function for data_source 'no_such_source'"))
+        << e.what();
+  }
+  // An explicit reward_fn wins over data_source.
+  ScriptedGenerator gen2(ScriptedGenerator::queue({turn_ids("#### 5")}));
+  FlowContext ctx2 = make_context(&gen2);
+  FlowOptions o = opts();
+  o.reward_fn = "flow_test";
+  EXPECT_FLOAT_EQ(AgentEnvLoop("tool").run(s, ctx2, o, 5).outcome_reward, 1.0f);
+}
+
+}  // namespace
+}  // namespace agentr1::flow
