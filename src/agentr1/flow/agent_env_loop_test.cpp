@@ -5,6 +5,7 @@
 #include "agentr1/core/thread_pool.h"
 #include "agentr1/flow/test_support.h"
 #include "agentr1/flow/trajectory_builder.h"
+#include "agentr1/tasks/builtin.h"
 
 namespace agentr1::flow {
 namespace {
@@ -293,6 +294,25 @@ TEST_F(LoopTest, MissingRewardFunctionIsAnError) {
   FlowOptions o = opts();
   o.reward_fn = "flow_test";
   EXPECT_FLOAT_EQ(AgentEnvLoop("tool").run(s, ctx2, o, 5).outcome_reward, 1.0f);
+}
+
+// The real pieces: the tasks layer's calculator tool and its gsm8k-style reward.
+TEST_F(LoopTest, BuiltinCalculatorAndReward) {
+  tasks::register_builtin_tasks();
+  const TokenIds r0 = turn_ids(call_text("calculator", R"({"expression": "(1234 + 567) * 3"})"));
+  const TokenIds r1 = turn_ids("The product is 5403.\n#### 5403");
+  ScriptedGenerator gen(ScriptedGenerator::queue({r0, r1}));
+  ThreadPool tools(1);
+  FlowContext ctx = make_context(&gen, &tools);
+  Sample s = make_sample("What is (1234 + 567) * 3?", "5403", json{{"tools", {"calculator"}}});
+  s.data_source = "arith_calc";
+  Trajectory t = AgentEnvLoop("tool").run(s, ctx, FlowOptions(), 8);
+  ASSERT_EQ(t.steps.size(), 2u);
+  const std::string second = tok().decode(t.steps[1].prompt_ids);
+  EXPECT_TRUE(contains(second, "<tool_response>\n5403\n</tool_response>")) << second;
+  EXPECT_TRUE(contains(tok().decode(t.steps[0].prompt_ids), "\"name\": \"calculator\""));
+  EXPECT_FLOAT_EQ(t.outcome_reward, 1.0f);
+  EXPECT_EQ(t.metrics["tool_errors"], 0);
 }
 
 }  // namespace
