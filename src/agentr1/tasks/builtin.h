@@ -1,0 +1,31 @@
+// agentr1/tasks/builtin.h — registers the tasks layer's tools and reward functions.
+//
+//   agentr1::tasks::register_builtin_tasks();   // once at start-up (idempotent)
+//   auto calc = env::make_tool("calculator");
+//   auto reward = tasks::make_reward_fn("arith_calc");
+//
+// Static libraries drop unreferenced self-registering objects, so registration is an
+// explicit call rather than a static initialiser.
+//
+// Registers:
+//   tool "calculator"            kwargs {"max_length", "max_depth", "significant_digits",
+//                                "max_abs"} (CalcOptions; unknown keys -> Error)
+//   reward "arith_calc"          gsm8k scorer, strict by default
+//   reward "gsm8k"               gsm8k scorer, strict by default
+//   reward "openai/gsm8k"        the same (verl's data_source name)
+//   reward kwargs: {"method": "strict"|"flexible", "score", "format_score", "clip_chars"}
+#pragma once
+
+#include "agentr1/core/json.h"
+#include "agentr1/tasks/calculator.h"
+
+namespace agentr1::tasks {
+
+// Thread-safe and idempotent (std::call_once). Throws Error if another component
+// already registered one of these names.
+void register_builtin_tasks();
+
+// CalcOptions from tool kwargs; unknown keys or wrong types throw Error listing the keys.
+CalcOptions calc_options_from_json(const json& kwargs);
+
+}  // namespace agentr1::tasks

@@ -1,0 +1,61 @@
+#include "agentr1/tasks/builtin.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agentr1/core/error.h"
+#include "agentr1/env/tool.h"
+#include "agentr1/tasks/reward.h"
+
+namespace agentr1::tasks {
+namespace {
+
+TEST(Builtin, RegistersCalculatorAndRewardsOnceFromManyThreads) {
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 8; ++i) ts.emplace_back([] { register_builtin_tasks(); });
+  for (auto& t : ts) t.join();
+  register_builtin_tasks();  // idempotent
+
+  auto names = env::tool_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "calculator"), names.end());
+  std::unique_ptr<env::Tool> calc = env::make_tool("calculator");
+  EXPECT_EQ(calc->execute({{"expression", "(1234 + 567) * 3"}}).text, "5403");
+  json schema = calc->schema();
+  EXPECT_EQ(schema["function"]["name"], "calculator");
+  EXPECT_EQ(schema["function"]["parameters"]["required"], json::array({"expression"}));
+
+  auto small = env::make_tool("calculator", {{"max_length", 5}});
+  EXPECT_EQ(small->execute({{"expression", "1 + 2 + 3"}}).info["error_kind"], "too_long");
+  EXPECT_THROW(env::make_tool("calculator", {{"max_lenght", 5}}), Error);
+
+  for (const char* n : {"arith_calc", "gsm8k", "openai/gsm8k"}) {
+    ASSERT_TRUE(has_reward_fn(n)) << n;
+    RewardFn fn = make_reward_fn(n);
+    EXPECT_EQ(fn("so\n#### 1,801", json("1801"), json::object()), 1.0f);
+    EXPECT_EQ(fn("1801", json("1801"), json::object()), 0.0f);  // strict by default
+  }
+  RewardFn flex = make_reward_fn("gsm8k", {{"method", "flexible"}});
+  EXPECT_EQ(flex("it is 1801.", json("1801"), json::object()), 1.0f);
+  try {
+    make_reward_fn("gsm8k", {{"methd", "flexible"}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reward function 'gsm8k': unknown gsm8k reward option 'methd'"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    make_reward_fn("math");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("known: arith_calc, gsm8k, openai/gsm8k"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace agentr1::tasks
