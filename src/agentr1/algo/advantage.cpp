@@ -64,4 +64,39 @@ at::Tensor grpo_advantages_vectorized(const at::Tensor& scores, const at::Tensor
   return adv.to(at::kFloat);
 }
 
+std::vector<float> rloo_advantages(const std::vector<float>& scores,
+                                   const std::vector<std::string>& groups) {
+  AGENTR1_CHECK(scores.size() == groups.size(),
+                "rloo_advantages: " << scores.size() << " scores but " << groups.size() << " groups");
+  int64_t g = 0;
+  const std::vector<int64_t> idx = group_indices(groups, &g);
+  std::vector<double> sum(g, 0.0);
+  std::vector<int64_t> count(g, 0);
+  for (size_t i = 0; i < scores.size(); ++i) sum[idx[i]] += scores[i], ++count[idx[i]];
+  std::vector<float> adv(scores.size());
+  for (size_t i = 0; i < scores.size(); ++i) {
+    const int64_t n = count[idx[i]];
+    adv[i] = n < 2 ? scores[i]
+                   : static_cast<float>(scores[i] - (sum[idx[i]] - scores[i]) / static_cast<double>(n - 1));
+  }
+  return adv;
+}
+
+at::Tensor rloo_advantages_vectorized(const at::Tensor& scores, const at::Tensor& group_index,
+                                      int64_t num_groups) {
+  // scores [N], group_index [N] -> [N]
+  const at::Tensor s = scores.to(at::kDouble);
+  const at::Tensor count =
+      at::zeros({num_groups}, s.options()).index_add(0, group_index, at::ones_like(s));
+  const at::Tensor sum = at::zeros({num_groups}, s.options()).index_add(0, group_index, s);
+  const at::Tensor n = count.index_select(0, group_index);                 // [N]
+  const at::Tensor others = (sum.index_select(0, group_index) - s) / (n - 1).clamp_min(1);
+  return at::where(n >= 2, s - others, s).to(at::kFloat);
+}
+
+std::vector<float> group_mean_centred(const std::vector<float>& scores,
+                                      const std::vector<std::string>& groups) {
+  return grpo_advantages(scores, groups, /*norm_by_std=*/false);
+}
+
 }  // namespace agentr1::algo
