@@ -1,0 +1,72 @@
+// agentr1 train — the RL loop (GRPO). With no arguments: the built-in default
+// (tokenizer + small Qwen3 model trained by SFT, then GRPO on the calculator task).
+#include <iostream>
+#include <memory>
+
+#include "agentr1/core/config.h"
+#include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
+#include "agentr1/train/default_recipe.h"
+#include "agentr1/train/rl_trainer.h"
+#include "agentr1/train/train_config.h"
+#include "command.h"
+
+namespace agentr1::cli {
+namespace {
+
+struct TrainArgs {
+  std::string config_file;
+  std::vector<std::string> overrides;
+  bool resume = false;
+  bool help_config = false;
+  std::string chat_template;
+};
+
+int run_train(const TrainArgs& a) {
+  using namespace agentr1::train;
+  if (a.help_config) {
+    std::cout << describe_config(TrainConfig{});
+    return 0;
+  }
+  json tree = default_train_tree();
+  if (!a.config_file.empty()) {
+    json file = with_context("--config " + a.config_file, [&] { return load_yaml_file(a.config_file); });
+    // Report unknown keys of the file the same way as overrides (bind does it below).
+    merge_json(tree, file);
+  }
+  for (const auto& o : a.overrides) with_context("override '" + o + "'", [&] { apply_override(tree, o); });
+  TrainConfig cfg = load_train_config(tree);
+  set_threads(cfg.trainer.threads);
+  if (cfg.model.path.empty()) {
+    DefaultModelOptions dm;
+    dm.chat_template_file = a.chat_template;
+    cfg.model.path = ensure_default_model(dm);
+    tree["model"]["path"] = cfg.model.path;
+    if (cfg.trainer.run_name.empty() && cfg.trainer.output_dir.empty()) {
+      cfg.trainer.run_name = "default";
+      tree["trainer"]["run_name"] = "default";
+    }
+  }
+  RLTrainer trainer(cfg, tree);
+  RunSummary s = trainer.run(a.resume);
+  std::cout << "\nrun: " << s.run_dir << "  (" << s.steps << " steps, " << static_cast<int>(s.wall_s)
+            << " s)\n"
+            << format_before_after(s.baseline, s.final_eval) << std::flush;
+  return 0;
+}
+
+Registrar reg("train", "RL training (GRPO) of a tool-using agent; no arguments = built-in default",
+              [](CLI::App& app) {
+                auto a = std::make_shared<TrainArgs>();
+                app.add_option("--config", a->config_file, "YAML config (keys as in --help-config)");
+                app.add_flag("--resume", a->resume, "continue from the last checkpoint of the run directory");
+                app.add_flag("--help-config", a->help_config, "print every config key with its default and doc");
+                app.add_option("--chat-template", a->chat_template,
+                               "built-in default only: tokenizer_config.json holding the Qwen3 chat template");
+                app.add_option("overrides", a->overrides, "dotted overrides, e.g. rollout.n=8 actor.optim.lr=1e-4");
+                app.footer("Example: agentr1 train trainer.total_steps=10 data.train_batch_size=8 rollout.n=4");
+                return [a]() { return run_train(*a); };
+              });
+
+}  // namespace
+}  // namespace agentr1::cli

@@ -1,0 +1,159 @@
+#include "agentr1/train/batch.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "agentr1/core/error.h"
+
+namespace agentr1::train {
+
+int64_t PackedRow::num_action_tokens() const {
+  return std::count(action.begin(), action.end(), uint8_t{1});
+}
+
+namespace {
+
+// True when `next` starts with `prev_prompt + prev_response` (append-only context).
+bool extends(const Step& prev, const Step& next) {
+  const size_t n = prev.prompt_ids.size() + prev.response_ids.size();
+  if (next.prompt_ids.size() < n) return false;
+  return std::equal(prev.prompt_ids.begin(), prev.prompt_ids.end(), next.prompt_ids.begin()) &&
+         std::equal(prev.response_ids.begin(), prev.response_ids.end(),
+                    next.prompt_ids.begin() + static_cast<std::ptrdiff_t>(prev.prompt_ids.size()));
+}
+
+void append_step(PackedRow& row, const Step& st, int32_t step_index, float adv) {
+  // The row already holds a prefix of st.prompt_ids; append the rest, then the response.
+  for (size_t i = row.tokens.size(); i < st.prompt_ids.size(); ++i) {
+    row.tokens.push_back(st.prompt_ids[i]);
+    row.action.push_back(0);
+    row.advantage.push_back(0.0f);
+    row.rollout_logprob.push_back(0.0f);
+    row.step_of.push_back(-1);
+  }
+  for (size_t i = 0; i < st.response_ids.size(); ++i) {
+    row.tokens.push_back(st.response_ids[i]);
+    row.action.push_back(1);
+    row.advantage.push_back(adv);
+    row.rollout_logprob.push_back(st.response_logprobs[i]);
+    row.step_of.push_back(step_index);
+  }
+}
+
+}  // namespace
+
+std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
+                                         const std::vector<float>& traj_advantage,
+                                         bool merge_prefix_steps) {
+  AGENTR1_CHECK(trajs.size() == traj_advantage.size(),
+                "pack_trajectories: " << trajs.size() << " trajectories but "
+                                      << traj_advantage.size() << " advantages");
+  std::vector<PackedRow> rows;
+  for (size_t ti = 0; ti < trajs.size(); ++ti) {
+    const Trajectory& t = trajs[ti];
+    PackedRow* open = nullptr;
+    for (size_t si = 0; si < t.steps.size(); ++si) {
+      const Step& st = t.steps[si];
+      AGENTR1_CHECK(st.response_logprobs.size() == st.response_ids.size(),
+                    "trajectory " << t.uid << " step " << si << ": "
+                                  << st.response_logprobs.size() << " log-probs for "
+                                  << st.response_ids.size() << " response tokens");
+      if (st.response_ids.empty()) continue;
+      const bool merge = merge_prefix_steps && open != nullptr && si > 0 &&
+                         extends(t.steps[si - 1], st) &&
+                         open->tokens.size() ==
+                             t.steps[si - 1].prompt_ids.size() + t.steps[si - 1].response_ids.size();
+      if (!merge) {
+        rows.emplace_back();
+        open = &rows.back();
+        open->trajectory = static_cast<int64_t>(ti);
+      }
+      append_step(*open, st, static_cast<int32_t>(si), traj_advantage[ti]);
+    }
+  }
+  return rows;
+}
+
+std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,
+                                                     int64_t max_rows, int64_t max_tokens) {
+  AGENTR1_CHECK(max_rows >= 1, "micro batch size must be >= 1, got " << max_rows);
+  std::vector<int64_t> order(rows.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return rows[a].tokens.size() < rows[b].tokens.size();
+  });
+  std::vector<std::vector<int64_t>> out;
+  std::vector<int64_t> cur;
+  int64_t longest = 0;
+  for (int64_t r : order) {
+    const int64_t len = static_cast<int64_t>(rows[r].tokens.size());
+    const int64_t new_longest = std::max(longest, len);
+    const bool full = static_cast<int64_t>(cur.size()) >= max_rows ||
+                      (max_tokens > 0 && !cur.empty() &&
+                       new_longest * static_cast<int64_t>(cur.size() + 1) > max_tokens);
+    if (full) {
+      out.push_back(std::move(cur));
+      cur.clear();
+      longest = 0;
+    }
+    cur.push_back(r);
+    longest = std::max(longest, len);
+  }
+  if (!cur.empty()) out.push_back(std::move(cur));
+  return out;
+}
+
+TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx) {
+  AGENTR1_CHECK(!idx.empty(), "collate: empty micro-batch");
+  int64_t t_max = 2;
+  for (int64_t r : idx) t_max = std::max<int64_t>(t_max, static_cast<int64_t>(rows[r].tokens.size()));
+  const int64_t b = static_cast<int64_t>(idx.size());
+  TrainBatch out;
+  out.input_ids = at::zeros({b, t_max}, at::kLong);
+  out.positions = at::zeros({b, t_max}, at::kLong);
+  out.segment_ids = at::full({b, t_max}, -1, at::kLong);
+  out.action_mask = at::zeros({b, t_max - 1}, at::kFloat);
+  out.advantages = at::zeros({b, t_max - 1}, at::kFloat);
+  out.rollout_logprobs = at::zeros({b, t_max - 1}, at::kFloat);
+  auto ids = out.input_ids.accessor<int64_t, 2>();
+  auto pos = out.positions.accessor<int64_t, 2>();
+  auto seg = out.segment_ids.accessor<int64_t, 2>();
+  auto am = out.action_mask.accessor<float, 2>();
+  auto adv = out.advantages.accessor<float, 2>();
+  auto lp = out.rollout_logprobs.accessor<float, 2>();
+  for (int64_t i = 0; i < b; ++i) {
+    const PackedRow& row = rows[idx[i]];
+    const int64_t len = static_cast<int64_t>(row.tokens.size());
+    for (int64_t t = 0; t < len; ++t) {
+      ids[i][t] = row.tokens[t];
+      pos[i][t] = t;
+      seg[i][t] = 0;
+      if (t >= 1 && row.action[t]) {
+        am[i][t - 1] = 1.0f;
+        adv[i][t - 1] = row.advantage[t];
+        lp[i][t - 1] = row.rollout_logprob[t];
+        out.num_action_tokens++;
+      }
+    }
+    AGENTR1_CHECK(len == 0 || !row.action[0],
+                  "row " << idx[i] << " starts with a response token (no prompt to condition on)");
+  }
+  auto gather = [&](std::vector<float> PackedRow::*field) -> at::Tensor {
+    for (int64_t r : idx)
+      if ((rows[r].*field).empty()) return at::Tensor();
+    at::Tensor x = at::zeros({b, t_max - 1}, at::kFloat);
+    auto acc = x.accessor<float, 2>();
+    for (int64_t i = 0; i < b; ++i) {
+      const auto& v = rows[idx[i]].*field;
+      for (size_t t = 1; t < v.size(); ++t) acc[i][t - 1] = v[t];
+    }
+    return x;
+  };
+  out.old_logprobs = gather(&PackedRow::old_logprob);
+  out.ref_logprobs = gather(&PackedRow::ref_logprob);
+  out.targets = out.input_ids.slice(/*dim=*/1, /*start=*/1).contiguous();
+  out.rows = idx;
+  return out;
+}
+
+}  // namespace agentr1::train

@@ -1,0 +1,71 @@
+// agentr1/train/batch.h — trajectories -> padded tensors for the learner.
+//
+//   std::vector<PackedRow> rows = pack_trajectories(trajs, traj_advantages, /*merge=*/true);
+//   for (auto& mb : make_micro_batches(rows, /*max_rows=*/8)) {
+//     TrainBatch b = collate(rows, mb);          // tensors [B,T] / [B,T-1]
+//     ...
+//   }
+//
+// A row is one token sequence. Without merging, every Step is a row: its prompt ids
+// followed by its response ids, exactly as the policy saw and sampled them. With
+// merging (append-only contexts), consecutive steps whose prompt extends the previous
+// step's prompt + response share ONE row: the shared prefix is computed once and each
+// step's response is a loss segment at its own positions. Causal attention makes the
+// log-probs identical to the per-step computation (tested).
+//
+// Target layout: position t of the [B,T-1] tensors scores token t+1 (the logit at t
+// predicts token t+1). action_mask[b,t] = 1 when token t+1 is a response token.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "agentr1/core/trajectory.h"
+
+namespace agentr1::train {
+
+struct PackedRow {
+  TokenIds tokens;                      // the sequence
+  std::vector<uint8_t> action;          // [len] 1 where tokens[i] is a response token
+  std::vector<float> advantage;         // [len] advantage of tokens[i] (0 off actions)
+  std::vector<float> rollout_logprob;   // [len] behaviour log-prob of tokens[i] (0 off)
+  std::vector<int32_t> step_of;         // [len] index of the Step that sampled tokens[i], -1 off
+  std::vector<float> old_logprob;       // [len] log-prob under the policy before the update
+                                        // (filled by the learner; empty until then)
+  std::vector<float> ref_logprob;       // [len] log-prob under the frozen reference (or empty)
+  int64_t trajectory = 0;               // index into the trajectory list
+  int64_t num_action_tokens() const;
+};
+
+// traj_advantage[i] is broadcast to every action token of trajectory i (outcome
+// estimators). Steps with empty responses contribute no action tokens.
+// Throws Error if a step's logprob count differs from its response length.
+std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
+                                         const std::vector<float>& traj_advantage,
+                                         bool merge_prefix_steps);
+
+// Groups row indices into micro-batches of at most max_rows rows and max_tokens padded
+// tokens (rows * longest; 0 = unlimited), rows sorted by length to limit padding.
+std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,
+                                                     int64_t max_rows, int64_t max_tokens = 0);
+
+struct TrainBatch {
+  at::Tensor input_ids;        // [B,T] int64, padded with 0
+  at::Tensor positions;        // [B,T] int64, 0..len-1 (0 on padding)
+  at::Tensor segment_ids;      // [B,T] int64, 0 on tokens, -1 on padding
+  at::Tensor targets;          // [B,T-1] int64 = input_ids[:, 1:]
+  at::Tensor action_mask;      // [B,T-1] fp32, 1 where targets is a response token
+  at::Tensor advantages;       // [B,T-1] fp32
+  at::Tensor rollout_logprobs; // [B,T-1] fp32, behaviour log-probs from the engine
+  at::Tensor old_logprobs;     // [B,T-1] fp32 from PackedRow::old_logprob (undefined if empty)
+  at::Tensor ref_logprobs;     // [B,T-1] fp32 from PackedRow::ref_logprob (undefined if empty)
+  std::vector<int64_t> rows;   // which PackedRow each batch row is
+  int64_t num_action_tokens = 0;
+};
+
+// Builds the tensors for rows[idx...] (CPU).
+TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx);
+
+}  // namespace agentr1::train

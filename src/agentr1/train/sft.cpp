@@ -1,0 +1,145 @@
+#include "agentr1/train/sft.h"
+
+#include <chrono>
+#include <mutex>
+
+#include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
+#include "agentr1/core/rng.h"
+#include "agentr1/text/chat_template.h"
+#include "agentr1/text/tokenizer.h"
+#include "agentr1/train/batch.h"
+
+namespace agentr1::train {
+
+void SftOptions::validate() const {
+  optim.validate("sft.optim");
+  AGENTR1_CHECK(epochs >= 1, "sft.epochs must be >= 1, got " << epochs);
+  AGENTR1_CHECK(batch_size >= 1, "sft.batch_size must be >= 1, got " << batch_size);
+  AGENTR1_CHECK(micro_batch_size >= 1, "sft.micro_batch_size must be >= 1, got " << micro_batch_size);
+}
+
+std::string assistant_action_text(const json& message, const std::string& end_of_turn) {
+  std::string out;
+  if (message.contains("content") && message["content"].is_string()) out = message["content"].get<std::string>();
+  if (message.contains("tool_calls") && message["tool_calls"].is_array()) {
+    bool first = true;
+    for (const auto& call : message["tool_calls"]) {
+      const json& fn = call.contains("function") ? call["function"] : call;
+      if (!first || !out.empty()) out += "\n";
+      first = false;
+      out += "<tool_call>\n{\"name\": \"" + fn.at("name").get<std::string>() + "\", \"arguments\": ";
+      const json& args = fn.at("arguments");
+      out += args.is_string() ? args.get<std::string>() : text::python_tojson(args);
+      out += "}\n</tool_call>";
+    }
+  }
+  return out + end_of_turn;
+}
+
+namespace {
+
+// Replays a fixed list of responses (token ids), one per request, in order.
+class ScriptedGenerator : public Generator {
+ public:
+  ScriptedGenerator(std::vector<TokenIds> script, int max_context)
+      : script_(std::move(script)), max_context_(max_context) {}
+  std::future<GenResult> submit(GenRequest request) override {
+    std::promise<GenResult> p;
+    std::lock_guard<std::mutex> lock(mu_);
+    AGENTR1_CHECK(next_ < script_.size(), "demonstration has " << script_.size()
+                  << " actions but the environment asked for turn " << next_ + 1);
+    GenResult r;
+    r.token_ids = script_[next_++];
+    AGENTR1_CHECK(static_cast<int>(r.token_ids.size()) <= request.sampling.max_new_tokens,
+                  "demonstration action of " << r.token_ids.size() << " tokens exceeds the turn budget of "
+                  << request.sampling.max_new_tokens << " (HINT: raise rollout.max_new_tokens)");
+    r.logprobs.assign(r.token_ids.size(), 0.0f);
+    r.finish = FinishReason::kStopToken;
+    p.set_value(std::move(r));
+    return p.get_future();
+  }
+  int max_context() const override { return max_context_; }
+  size_t used() const { return next_; }
+
+ private:
+  std::mutex mu_;
+  std::vector<TokenIds> script_;
+  size_t next_ = 0;
+  int max_context_;
+};
+
+}  // namespace
+
+std::vector<Trajectory> demonstration_trajectories(const std::vector<json>& demos,
+                                                   const flow::FlowContext& ctx,
+                                                   const flow::FlowOptions& opts) {
+  AGENTR1_CHECK(ctx.tokenizer != nullptr, "demonstration_trajectories needs a tokenizer");
+  std::vector<Trajectory> out;
+  out.reserve(demos.size());
+  for (size_t i = 0; i < demos.size(); ++i) {
+    with_context("demonstration " + std::to_string(i), [&] {
+      const Sample sample = Sample::from_json(demos[i].at("sample"));
+      std::vector<TokenIds> script;
+      for (const auto& a : demos[i].at("actions")) script.push_back(ctx.tokenizer->encode(a.get<std::string>()));
+      ScriptedGenerator gen(script, opts.max_prompt_tokens + opts.max_new_tokens);
+      flow::FlowContext c = ctx;
+      c.generator = &gen;
+      auto flow = flow::make_flow_for(sample, opts);
+      Trajectory t = flow->run(sample, c, opts, /*seed=*/i);
+      AGENTR1_CHECK(gen.used() == script.size(), "the episode ended after " << gen.used() << " of "
+                    << script.size() << " actions");
+      t.uid = "demo:" + std::to_string(i);
+      t.group = t.uid;
+      out.push_back(std::move(t));
+    });
+  }
+  return out;
+}
+
+SftResult run_sft(model::Transformer& policy, const std::vector<Trajectory>& trajs,
+                  const SftOptions& opts, const std::function<void(const json&)>& metrics_sink) {
+  opts.validate();
+  AGENTR1_CHECK(!trajs.empty(), "SFT needs at least one demonstration");
+  const auto t0 = std::chrono::steady_clock::now();
+  ActorOptions ao;
+  ao.optim = opts.optim;
+  ao.micro_batch_size = opts.micro_batch_size;
+  Actor actor(policy, ao);
+  std::vector<float> zero(trajs.size(), 0.0f);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, zero, /*merge_prefix_steps=*/true);
+  SftResult res;
+  Rng rng(static_cast<uint64_t>(opts.seed));
+  for (int epoch = 0; epoch < opts.epochs; ++epoch) {
+    std::vector<size_t> order = rng.permutation(rows.size());
+    double loss_sum = 0, acc_sum = 0;
+    int n = 0;
+    for (size_t start = 0; start < order.size(); start += static_cast<size_t>(opts.batch_size)) {
+      std::vector<PackedRow> batch;
+      for (size_t k = start; k < std::min(order.size(), start + opts.batch_size); ++k) batch.push_back(rows[order[k]]);
+      auto m = actor.sft_step(batch);
+      res.steps++;
+      if (res.steps == 1) res.first_loss = m["sft/loss"];
+      loss_sum += m["sft/loss"];
+      acc_sum += m["sft/token_acc"];
+      n++;
+      m["sft/epoch"] = epoch;
+      res.history.push_back(m);
+      if (metrics_sink) {
+        json j;
+        j["step"] = res.steps;
+        for (const auto& kv : m) j[kv.first] = kv.second;
+        metrics_sink(j);
+      }
+      if (opts.log_every > 0 && res.steps % opts.log_every == 0)
+        AGENTR1_LOG(INFO) << "sft step " << res.steps << " epoch " << epoch + 1 << "/" << opts.epochs
+                          << " loss " << m["sft/loss"] << " token acc " << m["sft/token_acc"];
+    }
+    res.final_loss = loss_sum / std::max(1, n);
+    res.final_token_acc = acc_sum / std::max(1, n);
+  }
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace agentr1::train

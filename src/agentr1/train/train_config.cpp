@@ -1,0 +1,56 @@
+#include "agentr1/train/train_config.h"
+
+#include "agentr1/core/config.h"
+#include "agentr1/core/error.h"
+
+namespace agentr1::train {
+
+void DataOptions::validate() const {
+  AGENTR1_CHECK(train_batch_size >= 1, "data.train_batch_size must be >= 1, got " << train_batch_size);
+  AGENTR1_CHECK(train_size >= 1, "data.train_size must be >= 1, got " << train_size);
+  AGENTR1_CHECK(val_size >= 0, "data.val_size must be >= 0, got " << val_size);
+  AGENTR1_CHECK(min_level >= 1 && max_level <= 4 && min_level <= max_level,
+                "data.min_level/max_level must satisfy 1 <= min_level <= max_level <= 4, got "
+                    << min_level << ".." << max_level);
+}
+
+void RolloutConfig::validate() const {
+  AGENTR1_CHECK(n >= 1, "rollout.n must be >= 1, got " << n);
+  AGENTR1_CHECK(max_batch >= 1, "rollout.max_batch must be >= 1, got " << max_batch);
+  AGENTR1_CHECK(val_k >= 0, "rollout.val_k must be >= 0, got " << val_k);
+  AGENTR1_CHECK(val_temperature > 0, "rollout.val_temperature must be > 0, got " << val_temperature);
+  flow.validate();
+}
+
+void AlgorithmOptions::validate() const {
+  AGENTR1_CHECK(adv_estimator == "grpo",
+                "algorithm.adv_estimator '" << adv_estimator << "' is not available; valid: grpo");
+}
+
+void TrainerOptions::validate() const {
+  AGENTR1_CHECK(total_steps >= 0, "trainer.total_steps must be >= 0, got " << total_steps);
+  AGENTR1_CHECK(test_freq >= 0, "trainer.test_freq must be >= 0, got " << test_freq);
+  AGENTR1_CHECK(save_freq >= 0, "trainer.save_freq must be >= 0, got " << save_freq);
+  AGENTR1_CHECK(threads >= 0, "trainer.threads must be >= 0 (0 = all cores), got " << threads);
+  AGENTR1_CHECK(tool_threads >= 1, "trainer.tool_threads must be >= 1, got " << tool_threads);
+}
+
+void TrainConfig::validate() {
+  data.validate();
+  rollout.validate();
+  algorithm.validate();
+  trainer.validate();
+  actor.resolve();
+  AGENTR1_CHECK(model.dtype == "fp32" || model.dtype == "bf16",
+                "model.dtype must be fp32 or bf16, got '" << model.dtype << "'");
+}
+
+json default_train_tree() { return config_to_json(TrainConfig{}); }
+
+TrainConfig load_train_config(const json& tree) {
+  TrainConfig cfg = bind_config<TrainConfig>(tree);
+  cfg.validate();
+  return cfg;
+}
+
+}  // namespace agentr1::train
