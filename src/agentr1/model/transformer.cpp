@@ -79,10 +79,10 @@ struct AttentionImpl : torch::nn::Module {
     }
   }
 
-  // x: [B,T,H]; cos/sin: [B,1,T,hd]; allowed: [B|1,T,S] bool (S = T without a cache).
-  // Returns [B,T,H].
+  // x: [B,T,H]; cos/sin: [B,1,T,hd]; blocked: [B|1,1,1,T,S] bool, true where a query
+  // may not see a key (S = T without a cache). Returns [B,T,H].
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                     const at::Tensor& allowed, int64_t layer, const CacheWrite* cw) {
+                     const at::Tensor& blocked, int64_t layer, const CacheWrite* cw) {
     const int64_t B = x.size(0), T = x.size(1);
     at::Tensor q = q_proj->forward(x).view({B, T, n_heads, head_dim});
     at::Tensor k = k_proj->forward(x).view({B, T, n_kv, head_dim});
@@ -112,7 +112,7 @@ struct AttentionImpl : torch::nn::Module {
     at::Tensor qg = q.view({B, n_kv, rep * T, head_dim});
     at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)).mul_(1.0 / std::sqrt(static_cast<double>(head_dim)));
     scores = scores.view({B, n_kv, rep, T, S});
-    scores.masked_fill_(allowed.logical_not().unsqueeze(1).unsqueeze(1), -std::numeric_limits<double>::infinity());
+    scores.masked_fill_(blocked, -std::numeric_limits<double>::infinity());
     at::Tensor probs = at::softmax(scores, /*dim=*/-1, at::kFloat).to(q.scalar_type());
     at::Tensor out = at::matmul(probs.view({B, n_kv, rep * T, S}), v);  // [B,nKV,rep*T,hd]
     out = out.view({B, n_heads, T, head_dim}).transpose(1, 2).reshape({B, T, n_heads * head_dim});
@@ -146,9 +146,9 @@ struct DecoderLayerImpl : torch::nn::Module {
         register_module("post_attention_layernorm", std::make_shared<RMSNormImpl>(c.hidden_size, c.rms_norm_eps));
   }
   // x: [B,T,H] -> [B,T,H]
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& allowed,
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& blocked,
                      int64_t layer, const CacheWrite* cw) {
-    at::Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, allowed, layer, cw);
+    at::Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, blocked, layer, cw);
     return h + mlp->forward(post_attention_layernorm->forward(h));
   }
   std::shared_ptr<AttentionImpl> self_attn;
@@ -190,12 +190,13 @@ struct TransformerImpl::Impl {
     return {emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1)};
   }
 
-  // x: [B,T,H] through all layers (not the final norm).
+  // x: [B,T,H] through all layers (not the final norm); allowed: [B|1,T,S] bool.
   at::Tensor layers(const ModelConfig& c, at::Tensor x, const at::Tensor& positions, const at::Tensor& allowed,
                     const CacheWrite* cw) const {
     auto [cos, sin] = rope(c, positions, x.scalar_type());
+    const at::Tensor blocked = allowed.logical_not().unsqueeze(1).unsqueeze(1);  // [B|1,1,1,T,S]
     for (size_t i = 0; i < body->layer_ptrs.size(); ++i)
-      x = body->layer_ptrs[i]->forward(x, cos, sin, allowed, static_cast<int64_t>(i), cw);
+      x = body->layer_ptrs[i]->forward(x, cos, sin, blocked, static_cast<int64_t>(i), cw);
     return x;
   }
 };
@@ -248,6 +249,7 @@ at::Tensor TransformerImpl::forward(const at::Tensor& ids, const at::Tensor& pos
 
 at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vector<int64_t>& slots,
                                            const std::vector<int64_t>& n_new, KVCache& cache) {
+  at::NoGradGuard no_grad;  // inference only: cache writes must not record autograd history
   AGENTR1_CHECK(ids.dim() == 2 && ids.scalar_type() == at::kLong,
                 "forward_cached: ids must be [B,T] int64, got " << ids.sizes() << " " << ids.scalar_type());
   const int64_t B = ids.size(0), T = ids.size(1);
