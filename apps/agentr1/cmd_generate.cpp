@@ -1,0 +1,143 @@
+// agentr1 generate — sample a completion from a HuggingFace-layout model directory.
+//
+//   agentr1 generate --model models/qwen3 --prompt "2+2=" --max-new-tokens 16 --temperature 0
+//   agentr1 generate --model models/qwen3 --chat --prompt "What is 2+2?" --stop "\n\n"
+//
+// Prints the completion only (stdout). Generation stops at the tokenizer's eos token,
+// <|im_end|> and the model config's eos id (the stop token itself is not printed), at a
+// --stop string, or after --max-new-tokens. The finish reason and speed go to the log
+// (stderr).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "agentr1/core/error.h"
+#include "agentr1/core/json.h"
+#include "agentr1/core/log.h"
+#include "agentr1/model/transformer.h"
+#include "agentr1/rollout/engine.h"
+#include "agentr1/text/chat_template.h"
+#include "agentr1/text/tokenizer.h"
+#include "command.h"
+
+namespace {
+
+struct GenerateOpts {
+  std::string model_dir;       // HF layout: config.json + model.safetensors
+  std::string tokenizer_dir;   // tokenizer.json (+ tokenizer_config.json); empty = model_dir
+  std::string prompt;          // prompt text (raw, or the user message with --chat)
+  bool chat = false;           // wrap the prompt as one user message with the chat template
+  int max_new_tokens = 256;    // cap on generated tokens
+  float temperature = 1.0f;    // 0 = greedy
+  float top_p = 1.0f;          // nucleus mass in (0, 1]
+  int top_k = 0;               // 0 disables
+  uint64_t seed = 0;           // sampling seed
+  std::vector<std::string> stop;  // extra stop strings
+  int threads = 0;             // torch threads, 0 = all cores
+  std::string dtype = "fp32";  // weights / KV-cache dtype
+};
+
+int run_generate(const GenerateOpts& o) {
+  using namespace agentr1;
+  cli::set_threads(o.threads);
+  const std::string tok_dir = o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir;
+  text::Tokenizer tok = with_context("loading tokenizer from " + tok_dir,
+                                     [&] { return text::Tokenizer::load(tok_dir); });
+  std::string prompt_text = o.prompt;
+  if (o.chat) {
+    AGENTR1_CHECK(!tok.chat_template().empty(),
+                  "--chat: the tokenizer in " << tok_dir
+                                              << " has no chat_template (tokenizer_config.json); "
+                                                 "drop --chat or point --tokenizer at an instruct model");
+    json messages = json::array({json{{"role", "user"}, {"content", o.prompt}}});
+    prompt_text = text::ChatTemplate::from_template_text(tok.chat_template())
+                      .render(messages, json(), /*add_generation_prompt=*/true);
+  }
+  const TokenIds prompt_ids = tok.encode(prompt_text);
+  AGENTR1_CHECK(!prompt_ids.empty(), "--prompt encodes to zero tokens; give a non-empty prompt");
+
+  const at::ScalarType dtype = model::parse_dtype(o.dtype);
+  model::Transformer m = model::load_pretrained(o.model_dir, dtype, at::Device(at::kCPU));
+  const model::ModelConfig& cfg = m->config();
+  AGENTR1_CHECK(tok.vocab_size() <= cfg.vocab_size,
+                "tokenizer in " << tok_dir << " has " << tok.vocab_size()
+                                << " ids but the model's vocab_size is " << cfg.vocab_size
+                                << "; use the tokenizer that belongs to the model");
+
+  SamplingParams sp;
+  sp.temperature = o.temperature;
+  sp.top_p = o.top_p;
+  sp.top_k = o.top_k;
+  sp.max_new_tokens = o.max_new_tokens;
+  sp.seed = o.seed;
+  sp.stop_strings = o.stop;
+  auto add_stop = [&](std::optional<TokenId> id) {
+    if (id && *id >= 0 && *id < cfg.vocab_size) sp.stop_token_ids.push_back(*id);
+  };
+  add_stop(tok.eos_token_id());
+  add_stop(tok.token_to_id("<|im_end|>"));
+  if (cfg.eos_token_id >= 0) add_stop(static_cast<TokenId>(cfg.eos_token_id));
+
+  rollout::EngineOptions eo;
+  eo.max_batch = 1;
+  eo.prefix_cache = false;
+  const int64_t want = static_cast<int64_t>(prompt_ids.size()) + o.max_new_tokens;
+  eo.max_context = static_cast<int>(std::min<int64_t>(want, cfg.max_position_embeddings));
+  AGENTR1_CHECK(static_cast<int64_t>(prompt_ids.size()) < eo.max_context,
+                "the prompt has " << prompt_ids.size() << " tokens, at least the model's context of "
+                                  << cfg.max_position_embeddings << " tokens; shorten it");
+  eo.detokenize = [tok](const TokenIds& ids) { return tok.decode(ids); };
+  rollout::Engine engine(m, eo);
+
+  GenRequest req;
+  req.prompt_ids = prompt_ids;
+  req.sampling = sp;
+  const auto t0 = std::chrono::steady_clock::now();
+  GenResult r = engine.submit(std::move(req)).get();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  TokenIds shown = r.token_ids;
+  if (r.finish == FinishReason::kStopToken && !shown.empty()) shown.pop_back();
+  const std::string out = tok.decode(shown);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  AGENTR1_LOG(INFO) << "generate: prompt " << prompt_ids.size() << " tokens, generated "
+                    << r.token_ids.size() << " in " << secs << " s ("
+                    << (secs > 0 ? r.token_ids.size() / secs : 0.0) << " tok/s), finish "
+                    << finish_reason_name(r.finish);
+  return 0;
+}
+
+agentr1::cli::Registrar reg("generate", "Sample a completion from a model directory",
+                            [](CLI::App& app) {
+  auto o = std::make_shared<GenerateOpts>();
+  app.add_option("--model", o->model_dir, "Model directory (config.json + model.safetensors)")
+      ->required();
+  app.add_option("--tokenizer", o->tokenizer_dir, "Tokenizer directory (default: the model directory)");
+  app.add_option("--prompt", o->prompt, "Prompt text")->required();
+  app.add_flag("--chat", o->chat, "Render the prompt as one user message with the chat template");
+  app.add_option("--max-new-tokens", o->max_new_tokens, "Max generated tokens")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--temperature", o->temperature, "Sampling temperature, 0 = greedy")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", o->top_p, "Nucleus mass in (0, 1]")->capture_default_str();
+  app.add_option("--top-k", o->top_k, "Keep the k most likely tokens, 0 = off")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
+  app.add_option("--stop", o->stop, "Stop string (repeatable)");
+  app.add_option("--threads", o->threads, "Torch threads, 0 = all cores")->capture_default_str();
+  app.add_option("--dtype", o->dtype, "Weights dtype: fp32 | bf16 | fp16")->capture_default_str();
+  return [o]() -> int { return run_generate(*o); };
+});
+
+}  // namespace
