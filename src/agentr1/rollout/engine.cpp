@@ -449,9 +449,16 @@ void Engine::accept_token(Sequence& s, TokenId id, float logprob) {
   if (std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), id) != sp.stop_token_ids.end()) {
     why = FinishReason::kStopToken;
   } else if (!sp.stop_strings.empty()) {
+    // A stop string completed by this token lies within the text of the last
+    // (longest stop string bytes + 1) tokens when every token decodes to >= 1 byte
+    // (see EngineOptions::detokenize); decoding only that tail keeps this O(1) per token.
+    size_t longest = 0;
+    for (const std::string& stop : sp.stop_strings) longest = std::max(longest, stop.size());
+    const TokenIds& gen = s.result.token_ids;
+    const size_t k = std::min(gen.size(), longest + 1);
     std::string text;
     try {
-      text = options_.detokenize(s.result.token_ids);
+      text = options_.detokenize(TokenIds(gen.end() - static_cast<std::ptrdiff_t>(k), gen.end()));
     } catch (const std::exception& e) {
       fail(s, std::string("rollout engine: detokenize failed: ") + e.what());
       return;

@@ -31,7 +31,7 @@
 //
 // Stop conditions, checked after each sampled token, first match wins:
 //   a stop token id (kept in the output)                   -> kStopToken
-//   a stop string in detokenize(generated ids); the output
+//   a stop string in the decoded generated text; the output
 //     ends with the token that completed it                 -> kStopString
 //   max_new_tokens generated                                -> kLength
 //   prompt + generated == max_context                       -> kContextFull
@@ -69,8 +69,11 @@ struct EngineOptions {
   int prefill_chunk = 512;   // max prompt tokens computed per iteration (chunked prefill:
                              // bounds how long running sequences wait for a long prompt), >= 1
   std::optional<at::ScalarType> kv_dtype;  // KV-cache dtype; unset = the model's weights' dtype
-  // ids -> text, for stop strings (called on the generated ids of a request, from the
-  // worker thread). Unset: requests with stop_strings are rejected by submit().
+  // ids -> text, for stop strings. Called from the worker thread on the last
+  // (longest stop string in bytes + 1) generated ids of a request after each token, so
+  // it must decode token by token to at least one byte each (a byte-level BPE decode
+  // without skipping special tokens does). Unset: requests with stop_strings are
+  // rejected by submit().
   std::function<std::string(const TokenIds&)> detokenize;
 
   // Throws Error naming the first invalid field.

@@ -182,10 +182,10 @@ TEST(Engine, LogprobsEqualScoringPassWithTemperature) {
   }
 }
 
-// Toy detokenizer: each id is one lowercase letter.
+// Toy detokenizer: each id is one to three copies of a lowercase letter.
 std::string letters(const TokenIds& ids) {
   std::string s;
-  for (TokenId id : ids) s += static_cast<char>('a' + id % 26);
+  for (TokenId id : ids) s += std::string(1 + id % 3, static_cast<char>('a' + id % 26));
   return s;
 }
 
@@ -210,16 +210,20 @@ TEST(Engine, StopConditions) {
     EXPECT_EQ(res.token_ids, TokenIds(base.token_ids.begin(), base.token_ids.begin() + first + 1));
     EXPECT_EQ(res.logprobs.size(), res.token_ids.size());
   }
-  // Stop string spanning three tokens: cut after the token completing it.
-  {
-    const std::string text = letters(base.token_ids);
-    const std::string stop = text.substr(10, 3);
+  // Stop string spanning several tokens: cut after the token completing it (the
+  // shortest prefix of the greedy output whose text contains it).
+  const std::string text = letters(base.token_ids);  // >= 30 letters
+  for (size_t offset : {text.size() / 5, text.size() / 2, text.size() - 8}) {
+    const std::string stop = text.substr(offset, 5);
+    size_t expect_len = 1;
+    while (letters(TokenIds(base.token_ids.begin(), base.token_ids.begin() + expect_len)).find(stop) ==
+           std::string::npos)
+      ++expect_len;
     GenRequest r = request(prompt, 0.0f, 30);
-    r.sampling.stop_strings = {"zzzzzzzz", stop};
+    r.sampling.stop_strings = {"zzzzzzzzzzzzzz", stop};
     GenResult res = engine.submit(r).get();
-    const size_t expect_len = text.find(stop) + stop.size();  // one letter per token
-    EXPECT_EQ(res.finish, FinishReason::kStopString);
-    EXPECT_EQ(res.token_ids, TokenIds(base.token_ids.begin(), base.token_ids.begin() + expect_len));
+    EXPECT_EQ(res.finish, FinishReason::kStopString) << stop;
+    EXPECT_EQ(res.token_ids, TokenIds(base.token_ids.begin(), base.token_ids.begin() + expect_len)) << stop;
   }
   // max_new_tokens.
   {
