@@ -6,7 +6,7 @@
 function(agentr1_library name)
   cmake_parse_arguments(A "TORCH" "" "SOURCES;DEPS" ${ARGN})
   if(NOT A_SOURCES)
-    return()  # layer not written yet
+    message(FATAL_ERROR "agentr1_library(${name}): no SOURCES")
   endif()
   add_library(agentr1_${name} STATIC ${A_SOURCES})
   target_include_directories(agentr1_${name} PUBLIC ${AGENTR1_SRC})
@@ -59,14 +59,3 @@ function(agentr1_test name)
     WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
 endfunction()
 
-# agentr1_existing(<out-var> file...): the files that exist in the current source dir.
-# Used while layers are being written in parallel; lists become explicit once done.
-function(agentr1_existing out)
-  set(result "")
-  foreach(f ${ARGN})
-    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${f})
-      list(APPEND result ${f})
-    endif()
-  endforeach()
-  set(${out} ${result} PARENT_SCOPE)
-endfunction()

@@ -22,7 +22,7 @@ bool extends(const Step& prev, const Step& next) {
                     next.prompt_ids.begin() + static_cast<std::ptrdiff_t>(prev.prompt_ids.size()));
 }
 
-void append_step(PackedRow& row, const Step& st, int32_t step_index, float adv) {
+void append_step(PackedRow& row, const Step& st, int32_t step_index, const std::vector<float>& adv) {
   // The row already holds a prefix of st.prompt_ids; append the rest, then the response.
   for (size_t i = row.tokens.size(); i < st.prompt_ids.size(); ++i) {
     row.tokens.push_back(st.prompt_ids[i]);
@@ -34,7 +34,7 @@ void append_step(PackedRow& row, const Step& st, int32_t step_index, float adv) 
   for (size_t i = 0; i < st.response_ids.size(); ++i) {
     row.tokens.push_back(st.response_ids[i]);
     row.action.push_back(1);
-    row.advantage.push_back(adv);
+    row.advantage.push_back(adv[i]);
     row.rollout_logprob.push_back(st.response_logprobs[i]);
     row.step_of.push_back(step_index);
   }
@@ -48,9 +48,25 @@ std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
   AGENTR1_CHECK(trajs.size() == traj_advantage.size(),
                 "pack_trajectories: " << trajs.size() << " trajectories but "
                                       << traj_advantage.size() << " advantages");
+  std::vector<std::vector<std::vector<float>>> token_adv(trajs.size());
+  for (size_t i = 0; i < trajs.size(); ++i)
+    for (const Step& st : trajs[i].steps)
+      token_adv[i].emplace_back(st.response_ids.size(), traj_advantage[i]);
+  return pack_trajectory_tokens(trajs, token_adv, merge_prefix_steps);
+}
+
+std::vector<PackedRow> pack_trajectory_tokens(
+    const std::vector<Trajectory>& trajs,
+    const std::vector<std::vector<std::vector<float>>>& token_adv, bool merge_prefix_steps) {
+  AGENTR1_CHECK(trajs.size() == token_adv.size(),
+                "pack_trajectories: " << trajs.size() << " trajectories but advantages for "
+                                      << token_adv.size());
   std::vector<PackedRow> rows;
   for (size_t ti = 0; ti < trajs.size(); ++ti) {
     const Trajectory& t = trajs[ti];
+    AGENTR1_CHECK(token_adv[ti].size() == t.steps.size(),
+                  "trajectory " << t.uid << ": " << t.steps.size() << " steps but advantages for "
+                                << token_adv[ti].size());
     PackedRow* open = nullptr;
     for (size_t si = 0; si < t.steps.size(); ++si) {
       const Step& st = t.steps[si];
@@ -59,6 +75,9 @@ std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
                                   << st.response_logprobs.size() << " log-probs for "
                                   << st.response_ids.size() << " response tokens");
       if (st.response_ids.empty()) continue;
+      AGENTR1_CHECK(token_adv[ti][si].size() == st.response_ids.size(),
+                    "trajectory " << t.uid << " step " << si << ": " << token_adv[ti][si].size()
+                                  << " advantages for " << st.response_ids.size() << " response tokens");
       const bool merge = merge_prefix_steps && open != nullptr && si > 0 &&
                          extends(t.steps[si - 1], st) &&
                          open->tokens.size() ==
@@ -68,7 +87,7 @@ std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
         open = &rows.back();
         open->trajectory = static_cast<int64_t>(ti);
       }
-      append_step(*open, st, static_cast<int32_t>(si), traj_advantage[ti]);
+      append_step(*open, st, static_cast<int32_t>(si), token_adv[ti][si]);
     }
   }
   return rows;

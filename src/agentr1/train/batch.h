@@ -46,6 +46,13 @@ std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
                                          const std::vector<float>& traj_advantage,
                                          bool merge_prefix_steps);
 
+// General form: token_adv[i][s][k] is the advantage of response token k of step s of
+// trajectory i (any estimator's output; an empty vector for a step without tokens).
+// Throws Error if a step's advantage count differs from its response length.
+std::vector<PackedRow> pack_trajectory_tokens(
+    const std::vector<Trajectory>& trajs,
+    const std::vector<std::vector<std::vector<float>>>& token_adv, bool merge_prefix_steps);
+
 // Groups row indices into micro-batches of at most max_rows rows and max_tokens padded
 // tokens (rows * longest; 0 = unlimited), rows sorted by length to limit padding.
 std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,

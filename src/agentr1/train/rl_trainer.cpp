@@ -10,7 +10,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "agentr1/algo/advantage.h"
+#include "agentr1/algo/estimator.h"
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
@@ -63,6 +63,46 @@ std::vector<Sample> load_or_generate(const std::string& files, int64_t n, uint64
   o.problem.max_level = d.max_level;
   o.problem.split = split;
   return tasks::make_arith_dataset(n, seed, o);
+}
+
+// Per-token advantages [trajectory][step][token] from the configured estimator.
+// Trajectories without any response token (e.g. a prompt over the context window) get
+// none and are left out of the estimator's batch.
+std::vector<std::vector<std::vector<float>>> compute_advantages(const std::vector<Trajectory>& trajs,
+                                                                const AlgorithmOptions& a,
+                                                                std::map<std::string, double>* metrics) {
+  std::vector<std::vector<std::vector<float>>> out(trajs.size());
+  std::vector<algo::TrajectoryTokens> batch;
+  std::vector<std::pair<size_t, std::vector<size_t>>> where;  // traj index, its non-empty steps
+  for (size_t i = 0; i < trajs.size(); ++i) {
+    out[i].resize(trajs[i].steps.size());
+    algo::TrajectoryTokens tt;
+    tt.group = trajs[i].group;
+    tt.outcome_reward = trajs[i].outcome_reward;
+    std::vector<size_t> steps;
+    for (size_t s = 0; s < trajs[i].steps.size(); ++s) {
+      const Step& st = trajs[i].steps[s];
+      if (st.response_ids.empty()) continue;
+      algo::StepTokens x;
+      x.reward = st.reward;
+      x.n_tokens = static_cast<int64_t>(st.response_ids.size());
+      tt.steps.push_back(std::move(x));
+      steps.push_back(s);
+    }
+    if (tt.steps.empty()) continue;
+    batch.push_back(std::move(tt));
+    where.emplace_back(i, std::move(steps));
+  }
+  if (batch.empty()) return out;
+  algo::EstimatorOptions eo;
+  eo.gamma = a.gamma;
+  eo.lam = a.lam;
+  eo.norm_adv_by_std_in_grpo = a.norm_adv_by_std_in_grpo;
+  algo::AdvantageOutput r = algo::make_estimator(a.adv_estimator)->compute(batch, eo);
+  for (size_t b = 0; b < where.size(); ++b)
+    for (size_t k = 0; k < where[b].second.size(); ++k) out[where[b].first][where[b].second[k]] = r.advantages[b][k];
+  for (const auto& kv : r.metrics) (*metrics)[kv.first] = kv.second;
+  return out;
 }
 
 }  // namespace
@@ -245,15 +285,19 @@ RunSummary RLTrainer::run(bool resume) {
     m["perf/gen_tokens_per_s"] = es.generated_tokens / std::max(1e-9, m["timing/gen"]);
     // 3. Rewards and advantages.
     std::vector<float> scores;
-    std::vector<std::string> groups;
-    for (const auto& t : trajs) {
-      scores.push_back(t.total_reward());
-      groups.push_back(t.group);
-    }
+    for (const auto& t : trajs) scores.push_back(t.total_reward());
     t0 = Clock::now();
-    std::vector<float> adv = algo::grpo_advantages(scores, groups, c.algorithm.norm_adv_by_std_in_grpo);
+    std::vector<std::vector<std::vector<float>>> token_adv = compute_advantages(trajs, c.algorithm, &m);
+    std::vector<float> adv(trajs.size(), 0.0f);  // per trajectory: mean over its tokens (dumps)
+    for (size_t i = 0; i < trajs.size(); ++i) {
+      double sum = 0;
+      size_t n = 0;
+      for (const auto& st : token_adv[i])
+        for (float a : st) sum += a, ++n;
+      adv[i] = n > 0 ? static_cast<float>(sum / n) : 0.0f;
+    }
     // 4. Pack and score.
-    std::vector<PackedRow> rows = pack_trajectories(trajs, adv, c.actor.merge_prefix_steps);
+    std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, token_adv, c.actor.merge_prefix_steps);
     s.actor->fill_logprobs(rows, &PackedRow::old_logprob);
     m["timing/old_log_prob"] = seconds_since(t0);
     if (c.actor.use_kl_loss) {
@@ -275,7 +319,9 @@ RunSummary RLTrainer::run(bool resume) {
     m["rollout/logprob_max_diff"] = lp_diff;
     // 5. Update.
     t0 = Clock::now();
-    auto um = s.actor->update(rows);
+    // The engine shares the weights: hold it paused while they change.
+    std::map<std::string, double> um;
+    s.engine->with_model([&](model::Transformer&) { um = s.actor->update(rows); });
     m["timing/update_actor"] = seconds_since(t0);
     m.insert(um.begin(), um.end());
     s.engine->clear_prefix_cache();
@@ -291,9 +337,6 @@ RunSummary RLTrainer::run(bool resume) {
     m["critic/score/max"] = mx;
     m["critic/score/min"] = mn;
     m["critic/rewards/mean"] = sum / scores.size();
-    double amean = 0;
-    for (float a : adv) amean += a;
-    m["critic/advantages/mean"] = amean / adv.size();
     auto tm = mean_trajectory_metrics(trajs);
     for (const auto& kv : tm) m["env/" + kv.first + "/mean"] = kv.second;
     m["response_length/mean"] = tm["response_length"];
@@ -307,7 +350,10 @@ RunSummary RLTrainer::run(bool resume) {
       json j = trajs[i].to_json();
       j["advantage"] = adv[i];
       j["score"] = scores[i];
-      for (auto& st : j["steps"]) st["response_text"] = s.tokenizer->decode(st["response_ids"].get<TokenIds>());
+      for (auto& st : j["steps"]) {
+        st["response_text"] = s.tokenizer->decode(st["response_ids"].get<TokenIds>());
+      }
+      for (size_t k = 0; k < j["steps"].size(); ++k) j["steps"][k]["advantage"] = token_adv[i][k];
       if (!j["steps"].empty())
         j["steps"][0]["prompt_text"] = s.tokenizer->decode(j["steps"][0]["prompt_ids"].get<TokenIds>());
       s.run->append_jsonl("trajectories/" + step_name(step) + ".jsonl", j);

@@ -1,5 +1,6 @@
 #include "agentr1/train/train_config.h"
 
+#include "agentr1/algo/estimator.h"
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 
@@ -23,8 +24,13 @@ void RolloutConfig::validate() const {
 }
 
 void AlgorithmOptions::validate() const {
-  AGENTR1_CHECK(adv_estimator == "grpo",
-                "algorithm.adv_estimator '" << adv_estimator << "' is not available; valid: grpo");
+  auto est = with_context("algorithm.adv_estimator", [&] { return algo::make_estimator(adv_estimator); });
+  AGENTR1_CHECK(!est->needs_values(),
+                "algorithm.adv_estimator '" << adv_estimator << "' needs a critic (values), which the "
+                "trainer does not provide yet; use grpo, rloo, reinforce_plus_plus, "
+                "reinforce_plus_plus_baseline or turn_rloo");
+  AGENTR1_CHECK(gamma > 0 && gamma <= 1, "algorithm.gamma must be in (0, 1], got " << gamma);
+  AGENTR1_CHECK(lam >= 0 && lam <= 1, "algorithm.lam must be in [0, 1], got " << lam);
 }
 
 void TrainerOptions::validate() const {

@@ -82,12 +82,17 @@ struct RolloutConfig {
 };
 
 struct AlgorithmOptions {
-  std::string adv_estimator = "grpo";   // advantage estimator: grpo
+  std::string adv_estimator = "grpo";   // advantage estimator (algo::make_estimator name)
   bool norm_adv_by_std_in_grpo = true;  // false = Dr.GRPO
+  double gamma = 1.0;                   // discount (reinforce_plus_plus, turn_rloo)
+  double lam = 1.0;                     // GAE lambda (critic estimators)
   template <class V>
   void visit(V& v) {
-    v.field("adv_estimator", adv_estimator, "advantage estimator: grpo");
+    v.field("adv_estimator", adv_estimator,
+            "grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | turn_rloo");
     v.field("norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo, "divide by the group std (false: Dr.GRPO)");
+    v.field("gamma", gamma, "discount factor");
+    v.field("lam", lam, "GAE lambda");
   }
   void validate() const;
 };

