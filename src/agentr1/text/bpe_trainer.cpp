@@ -466,7 +466,8 @@ json train_bpe(const std::vector<std::string>& corpus, const BpeTrainerOptions& 
     t["lstrip"] = false;
     t["rstrip"] = false;
     t["normalized"] = false;
-    t["special"] = true;
+    t["special"] = std::find(opts.non_special_tokens.begin(), opts.non_special_tokens.end(),
+                             opts.special_tokens[k]) == opts.non_special_tokens.end();
     added.push_back(std::move(t));
   }
   out["added_tokens"] = std::move(added);

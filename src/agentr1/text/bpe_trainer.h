@@ -43,6 +43,11 @@ struct BpeTrainerOptions {
   std::vector<std::string> special_tokens = {
       "<|endoftext|>", "<|im_start|>",    "<|im_end|>",       "<tool_call>", "</tool_call>",
       "<tool_response>", "</tool_response>", "<think>", "</think>"};
+  // Added tokens written with special=false, as Qwen's tokenizer.json flags them: they
+  // are matched as single tokens in text but are content, not control tokens (decode
+  // with skip_special keeps them; environments do not strip them as end-of-turn).
+  std::vector<std::string> non_special_tokens = {"<tool_call>", "</tool_call>", "<tool_response>",
+                                                 "</tool_response>", "<think>", "</think>"};
   // Longest learned token in bytes; merges that would produce a longer token are never
   // made. 0 = no limit (HF's default).
   int max_token_bytes = 0;
