@@ -25,10 +25,10 @@ struct SftArgs {
   std::string out;
   std::string demos_file;
   std::string chat_template;
-  int num_demos = 2000;
-  int min_level = 1;
-  int max_level = 2;
-  int seed = 11;
+  int num_demos = 0;
+  int min_level = 0;
+  int max_level = 0;
+  int seed = 0;
   int threads = 0;
   bool thinking = false;
   train::SftOptions sft;
@@ -84,9 +84,12 @@ int run_sft_cmd(SftArgs a) {
 
 Registrar reg("sft", "supervised fine-tuning on expert tool-use demonstrations", [](CLI::App& app) {
   auto a = std::make_shared<SftArgs>();
-  a->sft.optim.lr = 2e-3;
-  a->sft.optim.warmup_steps = 20;
-  a->sft.epochs = 2;
+  const train::DefaultModelOptions d;  // the built-in recipe's defaults
+  a->num_demos = d.demos;
+  a->min_level = d.min_level;
+  a->max_level = d.max_level;
+  a->seed = d.seed;
+  a->sft = d.sft;
   app.add_option("--model", a->model, "HF model dir to fine-tune; omitted = build the built-in default model");
   app.add_option("--out", a->out, "output model dir (default for the built-in: runs/_builtin/model)");
   app.add_option("--demos", a->demos_file,

@@ -27,11 +27,11 @@ namespace agentr1::train {
 namespace fs = std::filesystem;
 
 DefaultModelOptions::DefaultModelOptions() {
-  sft.optim.lr = 2e-3;
+  sft.optim.lr = 3e-3;
   sft.optim.warmup_steps = 20;
   sft.optim.weight_decay = 0.0;
-  sft.epochs = 2;
-  sft.batch_size = 32;
+  sft.epochs = 1;
+  sft.batch_size = 16;
   sft.micro_batch_size = 16;
 }
 

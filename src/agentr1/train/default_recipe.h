@@ -34,9 +34,9 @@ struct DefaultModelOptions {
   int num_kv_heads = 2;
   int head_dim = 32;
   int intermediate_size = 384;
-  int demos = 2000;                 // SFT demonstrations
+  int demos = 3000;                 // SFT demonstrations
   int min_level = 1;                // demonstration problems: fewest operations
-  int max_level = 2;                // demonstration problems: most operations
+  int max_level = 1;                // demonstration problems: most operations
   int seed = 11;                    // data and init seed (problems drawn from the train split)
   SftOptions sft;                   // epochs, batch, optimiser
   DefaultModelOptions();

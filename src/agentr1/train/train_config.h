@@ -22,11 +22,11 @@ namespace agentr1::train {
 struct DataOptions {
   std::string train_files;        // JSONL samples; "" = the built-in arithmetic generator
   std::string val_files;          // JSONL held-out samples; "" = generated (disjoint seeds)
-  int train_batch_size = 16;      // prompts per RL step
+  int train_batch_size = 8;       // prompts per RL step
   int train_size = 4096;          // generated training problems (when train_files is "")
   int val_size = 64;              // held-out problems (when val_files is "")
   int min_level = 1;              // generated problems: fewest operations
-  int max_level = 2;              // generated problems: most operations
+  int max_level = 1;              // generated problems: most operations
   int seed = 1;                   // seed of the generated datasets and the sampling order
   bool skip_bad_rows = false;     // malformed JSONL rows: warn and skip instead of failing
   template <class V>
