@@ -26,6 +26,7 @@ void ActorOptions::resolve() {
   loss.clip_ratio_high = clip_ratio_high >= 0 ? clip_ratio_high : clip_ratio;
   loss.agg = with_context("actor.loss_agg_mode", [&] { return algo::loss_agg_from_string(loss_agg_mode); });
   kl_loss_type = with_context("actor.kl_loss_type", [&] { return algo::kl_type_from_string(kl_loss_type_name); });
+  with_context("actor.policy_loss", [&] { return algo::make_policy_loss(policy_loss); });
   validate();
 }
 
@@ -53,6 +54,7 @@ at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, a
 Actor::Actor(model::Transformer policy, ActorOptions opts)
     : policy_(std::move(policy)), opts_(std::move(opts)) {
   opts_.resolve();
+  loss_fn_ = algo::make_policy_loss(opts_.policy_loss);
   torch::optim::AdamWOptions o(opts_.optim.lr);
   o.betas({opts_.optim.beta1, opts_.optim.beta2}).eps(opts_.optim.eps).weight_decay(opts_.optim.weight_decay);
   optim_ = std::make_unique<torch::optim::AdamW>(policy_->parameters(), o);
@@ -153,7 +155,7 @@ std::map<std::string, double> Actor::update(const std::vector<PackedRow>& rows) 
         const bool by_token = opts_.loss.agg == algo::LossAgg::kTokenMean;
         const double w = by_token ? static_cast<double>(b.num_action_tokens) / mini_tokens
                                   : static_cast<double>(mb.size()) / mini.size();
-        algo::PolicyLossOut pl = algo::ppo_clip_loss(lp, b.old_logprobs, b.advantages, b.action_mask, opts_.loss);
+        algo::PolicyLossOut pl = loss_fn_->compute(lp, b.old_logprobs, b.advantages, b.action_mask, opts_.loss);
         at::Tensor loss = pl.loss;
         for (const auto& kv : pl.metrics) step_m[kv.first] += kv.second * w;
         at::Tensor ent_mean = algo::masked_mean(ent, b.action_mask);

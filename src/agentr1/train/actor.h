@@ -68,6 +68,7 @@ struct ActorOptions {
   double clip_ratio = 0.2;          // default for clip_ratio_low/high when those are < 0
   double clip_ratio_low = -1;       // < 0: use clip_ratio
   double clip_ratio_high = -1;      // < 0: use clip_ratio
+  std::string policy_loss = "vanilla";  // algo::make_policy_loss: vanilla (PPO clip) | gspo | reinforce
   std::string loss_agg_mode = "token-mean";
   std::string kl_loss_type_name = "low_var_kl";
   // Parses the string options into the typed ones; then validate().
@@ -80,6 +81,7 @@ struct ActorOptions {
     v.field("ppo_mini_batch_size", ppo_mini_batch_size, "trajectories per optimiser step; 0 = all");
     v.field("micro_batch_size", micro_batch_size, "rows per forward/backward pass");
     v.field("micro_batch_max_tokens", micro_batch_max_tokens, "cap on rows x padded length; 0 = none");
+    v.field("policy_loss", policy_loss, "vanilla (PPO clip, dual clip) | gspo | reinforce");
     v.field("clip_ratio", clip_ratio, "PPO clip range (both sides unless low/high are set)");
     v.field("clip_ratio_low", clip_ratio_low, "lower clip range; < 0 = clip_ratio");
     v.field("clip_ratio_high", clip_ratio_high, "upper clip range; < 0 = clip_ratio");
@@ -133,6 +135,7 @@ class Actor {
   model::Transformer policy_;
   ActorOptions opts_;
   std::unique_ptr<torch::optim::AdamW> optim_;
+  std::unique_ptr<algo::PolicyLoss> loss_fn_;
   int64_t steps_ = 0;
   int consecutive_skips_ = 0;
   int64_t skipped_total_ = 0;

@@ -133,6 +133,28 @@ TEST(ActorTest, PositiveAdvantageRaisesLogprob) {
   EXPECT_LT(down, 0.0);
 }
 
+TEST(ActorTest, PolicyLossIsSelectable) {
+  for (const char* name : {"vanilla", "gspo", "reinforce"}) {
+    auto model = model::init_random(tiny_config(), 3);
+    ActorOptions o;
+    o.optim.lr = 1e-2;
+    o.policy_loss = name;
+    Actor actor(model, o);
+    auto rows = pack_trajectories({two_turn(0)}, {1.f}, true);
+    actor.fill_logprobs(rows, &PackedRow::old_logprob);
+    auto before = rows;
+    EXPECT_EQ(actor.update(rows)["actor/updates"], 1.0) << name;
+    actor.fill_logprobs(rows, &PackedRow::old_logprob);
+    double up = 0;
+    for (size_t t = 0; t < rows[0].tokens.size(); ++t)
+      if (rows[0].action[t]) up += rows[0].old_logprob[t] - before[0].old_logprob[t];
+    EXPECT_GT(up, 0.0) << name;  // positive advantage raises the sampled tokens
+  }
+  ActorOptions bad;
+  bad.policy_loss = "ppo2";
+  EXPECT_THROW(bad.resolve(), Error);
+}
+
 TEST(ActorTest, NonFiniteUpdatesAreSkippedThenStop) {
   auto model = model::init_random(tiny_config(), 3);
   ActorOptions o;
