@@ -16,8 +16,12 @@ PACKAGES=(
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libpcre2-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-jinja2 python3-numpy
-  nodejs npm gnuplot-nox
+  gnuplot-nox
 )
+# Node.js and npm: only from Debian when the machine has none (a Node.js installed
+# another way ships its own npm, and Debian's npm package conflicts with it).
+command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
