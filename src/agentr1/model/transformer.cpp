@@ -5,9 +5,11 @@
 //   logits = lm_head(rms(x))      (lm_head = embed_tokens when tied)
 #include "agentr1/model/transformer.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "agentr1/core/error.h"
 
@@ -55,6 +57,11 @@ at::Tensor rotate_half(const at::Tensor& x) {
   return at::cat({-x.narrow(-1, h, h), x.narrow(-1, 0, h)}, /*dim=*/-1);
 }
 
+// RoPE tables for a set of positions: [B,1,T,hd] each.
+struct Rope {
+  at::Tensor cos, sin;
+};
+
 // Where new keys/values go in a KV cache (forward_cached only).
 struct CacheWrite {
   KVCache* cache = nullptr;
@@ -79,10 +86,8 @@ struct AttentionImpl : torch::nn::Module {
     }
   }
 
-  // x: [B,T,H]; cos/sin: [B,1,T,hd]; blocked: [B|1,1,1,T,S] bool, true where a query
-  // may not see a key (S = T without a cache). Returns [B,T,H].
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                     const at::Tensor& blocked, int64_t layer, const CacheWrite* cw) {
+  // q [B,nH,T,hd], k/v [B,nKV,T,hd] of x [B,T,H] (norms and RoPE applied).
+  std::array<at::Tensor, 3> qkv(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
     const int64_t B = x.size(0), T = x.size(1);
     at::Tensor q = q_proj->forward(x).view({B, T, n_heads, head_dim});
     at::Tensor k = k_proj->forward(x).view({B, T, n_kv, head_dim});
@@ -95,7 +100,31 @@ struct AttentionImpl : torch::nn::Module {
     k = k.transpose(1, 2);  // [B,nKV,T,hd]
     q = (q * cos + rotate_half(q) * sin).contiguous();
     k = k * cos + rotate_half(k) * sin;
-    v = v.transpose(1, 2);
+    return {q, k, v.transpose(1, 2)};
+  }
+
+  // Softmax attention of q [B,nH,T,hd] over k/v [B,nKV,S,hd]; blocked [B|1,1,1,T,S]
+  // bool, true where a query may not see a key. Returns o_proj of the result [B,T,H].
+  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& blocked) {
+    const int64_t B = q.size(0), T = q.size(2);
+    const int64_t S = k.size(2), rep = n_heads / n_kv;
+    // GQA without copying k/v: query head h = g*rep + r uses kv head g.
+    at::Tensor qg = q.view({B, n_kv, rep * T, head_dim});
+    at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)).mul_(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    scores = scores.view({B, n_kv, rep, T, S});
+    scores.masked_fill_(blocked, -std::numeric_limits<double>::infinity());
+    at::Tensor probs = at::softmax(scores, /*dim=*/-1, at::kFloat).to(q.scalar_type());
+    at::Tensor out = at::matmul(probs.view({B, n_kv, rep * T, S}), v);  // [B,nKV,rep*T,hd]
+    out = out.view({B, n_heads, T, head_dim}).transpose(1, 2).reshape({B, T, n_heads * head_dim});
+    return o_proj->forward(out);
+  }
+
+  // x: [B,T,H]; cos/sin: [B,1,T,hd]; blocked: [B|1,1,1,T,S] bool, true where a query
+  // may not see a key (S = T without a cache). Returns [B,T,H].
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                     const at::Tensor& blocked, int64_t layer, const CacheWrite* cw) {
+    const int64_t B = x.size(0), T = x.size(1);
+    auto [q, k, v] = qkv(x, cos, sin);
     if (cw) {
       // Append the valid new keys/values to their slots, then attend over each
       // row's slot [0, span) (positions beyond a row's length are masked).
@@ -107,16 +136,24 @@ struct AttentionImpl : torch::nn::Module {
       k = cache.k(layer).narrow(2, 0, cw->span).index_select(0, cw->slots);  // [B,nKV,S,hd]
       v = cache.v(layer).narrow(2, 0, cw->span).index_select(0, cw->slots);
     }
-    const int64_t S = k.size(2), rep = n_heads / n_kv;
-    // GQA without copying k/v: query head h = g*rep + r uses kv head g.
-    at::Tensor qg = q.view({B, n_kv, rep * T, head_dim});
-    at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)).mul_(1.0 / std::sqrt(static_cast<double>(head_dim)));
-    scores = scores.view({B, n_kv, rep, T, S});
-    scores.masked_fill_(blocked, -std::numeric_limits<double>::infinity());
-    at::Tensor probs = at::softmax(scores, /*dim=*/-1, at::kFloat).to(q.scalar_type());
-    at::Tensor out = at::matmul(probs.view({B, n_kv, rep * T, S}), v);  // [B,nKV,rep*T,hd]
-    out = out.view({B, n_heads, T, head_dim}).transpose(1, 2).reshape({B, T, n_heads * head_dim});
-    return o_proj->forward(out);
+    return attend(q, k, v, blocked);
+  }
+
+  // Shared prefix: xp [1,P,H] is the prefix every row starts with, xs [B,T,H] the rest
+  // of each row. The prefix attends causally to itself; row tokens attend to the whole
+  // prefix plus their own keys as blocked_s [B|1,1,1,T,P+T] allows. Autograd sums the
+  // gradient of the prefix's keys/values over the rows, so gradients equal those of
+  // the B full rows.
+  std::pair<at::Tensor, at::Tensor> forward_shared(const at::Tensor& xp, const at::Tensor& xs, const Rope& rp,
+                                                   const Rope& rs, const at::Tensor& blocked_p,
+                                                   const at::Tensor& blocked_s) {
+    const int64_t B = xs.size(0);
+    auto [qp, kp, vp] = qkv(xp, rp.cos, rp.sin);
+    auto [qs, ks, vs] = qkv(xs, rs.cos, rs.sin);
+    at::Tensor op = attend(qp, kp, vp, blocked_p);
+    at::Tensor k = at::cat({kp.expand({B, -1, -1, -1}), ks}, /*dim=*/2);
+    at::Tensor v = at::cat({vp.expand({B, -1, -1, -1}), vs}, /*dim=*/2);
+    return {op, attend(qs, k, v, blocked_s)};
   }
 
   int64_t n_heads, n_kv, head_dim;
@@ -150,6 +187,16 @@ struct DecoderLayerImpl : torch::nn::Module {
                      int64_t layer, const CacheWrite* cw) {
     at::Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, blocked, layer, cw);
     return h + mlp->forward(post_attention_layernorm->forward(h));
+  }
+  // Shared-prefix form of forward (see AttentionImpl::forward_shared).
+  std::pair<at::Tensor, at::Tensor> forward_shared(const at::Tensor& xp, const at::Tensor& xs, const Rope& rp,
+                                                   const Rope& rs, const at::Tensor& blocked_p,
+                                                   const at::Tensor& blocked_s) {
+    auto [ap, as] = self_attn->forward_shared(input_layernorm->forward(xp), input_layernorm->forward(xs), rp, rs,
+                                              blocked_p, blocked_s);
+    at::Tensor hp = xp + ap, hs = xs + as;
+    return {hp + mlp->forward(post_attention_layernorm->forward(hp)),
+            hs + mlp->forward(post_attention_layernorm->forward(hs))};
   }
   std::shared_ptr<AttentionImpl> self_attn;
   std::shared_ptr<MLPImpl> mlp;
@@ -209,17 +256,22 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg), impl_(std:
 }
 
 at::Tensor TransformerImpl::hidden_states(const at::Tensor& ids, const at::Tensor& positions,
-                                          const at::Tensor& segment_ids) {
+                                          const at::Tensor& segment_ids, const at::Tensor& prefix_ids) {
   AGENTR1_CHECK(ids.dim() == 2 && ids.scalar_type() == at::kLong,
                 "Transformer::forward: ids must be [B,T] int64, got " << ids.sizes() << " " << ids.scalar_type());
-  const int64_t B = ids.size(0), T = ids.size(1);
+  const bool shared = prefix_ids.defined() && prefix_ids.numel() > 0;
+  if (shared)
+    AGENTR1_CHECK(prefix_ids.dim() == 1 && prefix_ids.scalar_type() == at::kLong,
+                  "Transformer::forward: prefix_ids must be [P] int64, got " << prefix_ids.sizes() << " "
+                                                                            << prefix_ids.scalar_type());
+  const int64_t B = ids.size(0), T = ids.size(1), P = shared ? prefix_ids.size(0) : 0;
   const auto lopts = at::TensorOptions().dtype(at::kLong).device(ids.device());
   at::Tensor pos = positions;
   if (pos.defined()) {
     AGENTR1_CHECK(pos.sizes() == ids.sizes(), "Transformer::forward: positions " << pos.sizes()
                                                                                  << " must match ids " << ids.sizes());
   } else {
-    pos = at::arange(T, lopts).unsqueeze(0).expand({B, T});
+    pos = at::arange(P, P + T, lopts).unsqueeze(0).expand({B, T});
   }
   const auto bopts = at::TensorOptions().dtype(at::kBool).device(ids.device());
   at::Tensor allowed = at::ones({T, T}, bopts).tril().unsqueeze(0);  // [1,T,T] causal
@@ -233,7 +285,21 @@ at::Tensor TransformerImpl::hidden_states(const at::Tensor& ids, const at::Tenso
     allowed = allowed.logical_or(at::eye(T, bopts).unsqueeze(0));  // [B,T,T]
   }
   at::Tensor x = impl_->body->embed_tokens->forward(ids);
-  x = impl_->layers(cfg_, x, pos, allowed, nullptr);
+  if (!shared) {
+    x = impl_->layers(cfg_, x, pos, allowed, nullptr);
+    return impl_->body->norm->forward(x);
+  }
+  // Shared prefix: computed once ([1,P]); every row's tokens see all of it.
+  at::Tensor xp = impl_->body->embed_tokens->forward(prefix_ids.unsqueeze(0));  // [1,P,H]
+  at::Tensor pos_p = at::arange(P, lopts).unsqueeze(0);
+  const at::Tensor allowed_p = at::ones({P, P}, bopts).tril().unsqueeze(0);     // [1,P,P]
+  at::Tensor allowed_s = at::cat({at::ones({allowed.size(0), T, P}, bopts), allowed}, /*dim=*/2);  // [B|1,T,P+T]
+  auto [cp, sp] = impl_->rope(cfg_, pos_p, x.scalar_type());
+  auto [cs, ss] = impl_->rope(cfg_, pos, x.scalar_type());
+  const Rope rp{cp, sp}, rs{cs, ss};
+  const at::Tensor blocked_p = allowed_p.logical_not().unsqueeze(1).unsqueeze(1);
+  const at::Tensor blocked_s = allowed_s.logical_not().unsqueeze(1).unsqueeze(1);
+  for (const auto& layer : impl_->body->layer_ptrs) std::tie(xp, x) = layer->forward_shared(xp, x, rp, rs, blocked_p, blocked_s);
   return impl_->body->norm->forward(x);
 }
 
@@ -243,8 +309,8 @@ at::Tensor TransformerImpl::logits_from_hidden(const at::Tensor& hidden) {
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& ids, const at::Tensor& positions,
-                                    const at::Tensor& segment_ids) {
-  return logits_from_hidden(hidden_states(ids, positions, segment_ids));
+                                    const at::Tensor& segment_ids, const at::Tensor& prefix_ids) {
+  return logits_from_hidden(hidden_states(ids, positions, segment_ids, prefix_ids));
 }
 
 at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vector<int64_t>& slots,

@@ -33,12 +33,19 @@ class TransformerImpl : public torch::nn::Module {
   //   segment_ids: [B,T] int64; undefined = one segment per row. A token attends
   //                only to earlier tokens of the same segment id (packing); ids < 0
   //                mark padding (their outputs are garbage and must be masked).
+  //   prefix_ids:  [P] int64; undefined/empty = none. Shared-prefix form: every row
+  //                is prefix_ids followed by ids[b]; the prefix is computed ONCE (not
+  //                B times) and every token of ids sees all of it. positions then
+  //                default to P..P+T-1. Outputs (and gradients) equal those of the
+  //                full rows at the positions of ids; the prefix's own outputs are
+  //                not returned. Learners use it for the system prompt + tools block
+  //                that every row of a batch starts with.
   // Returns logits [B,T,V] in fp32.
   at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions = {},
-                     const at::Tensor& segment_ids = {});
+                     const at::Tensor& segment_ids = {}, const at::Tensor& prefix_ids = {});
   // Same as forward but returns the final normed hidden states [B,T,H] (value heads).
   at::Tensor hidden_states(const at::Tensor& ids, const at::Tensor& positions = {},
-                           const at::Tensor& segment_ids = {});
+                           const at::Tensor& segment_ids = {}, const at::Tensor& prefix_ids = {});
   // Projects hidden states [...,H] to fp32 logits [...,V] (tied or lm_head).
   at::Tensor logits_from_hidden(const at::Tensor& hidden);
 

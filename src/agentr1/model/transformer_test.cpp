@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "agentr1/core/error.h"
@@ -104,6 +105,50 @@ TEST(TransformerTest, SegmentPackingEqualsSeparateForwards) {
     // (Restarted positions alone change nothing: RoPE scores depend on offsets only.)
     at::Tensor wrong = m->forward(ids, pos)[0].narrow(0, 7, 5);
     EXPECT_GT(max_abs(wrong, fb), 1e-3);
+  }
+}
+
+// The shared-prefix forward must give the same outputs AND the same parameter
+// gradients as running every full row (prefix + own tokens) separately.
+TEST(TransformerTest, SharedPrefixEqualsFullRowsWithGradients) {
+  for (Arch arch : {Arch::kQwen2, Arch::kQwen3, Arch::kLlama}) {
+    Transformer m = spicy_model(tiny_config(arch), 21);
+    const int64_t V = m->config().vocab_size, P = 9;
+    at::Tensor prefix = random_ids(1, P, V, 31)[0];
+    // Two rows of different lengths: 6 and 4 own tokens (the second padded by 2).
+    at::Tensor r0 = random_ids(1, 6, V, 32), r1 = random_ids(1, 4, V, 33);
+    at::Tensor ids = at::cat({r0, at::cat({r1, at::zeros({1, 2}, at::kLong)}, 1)});
+    at::Tensor seg = at::tensor(std::vector<int64_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, -1}).view({2, 6});
+    at::Tensor pos = (at::arange(6, at::kLong) + P).unsqueeze(0).expand({2, 6}).contiguous();
+    // Loss: a fixed random projection of the row tokens' logits (padding excluded).
+    at::Tensor w = at::randn({2, 6, V}, at::make_generator<at::CPUGeneratorImpl>(7));
+    w.select(0, 1).narrow(0, 4, 2).zero_();
+
+    m->zero_grad();
+    at::Tensor shared = m->forward(ids, pos, seg, prefix);  // [2,6,V]
+    (shared * w).sum().backward();
+    std::map<std::string, at::Tensor> g_shared;
+    for (const auto& p : m->named_parameters()) g_shared[p.key()] = p.value().grad().clone();
+
+    m->zero_grad();
+    at::Tensor full0 = m->forward(at::cat({prefix.unsqueeze(0), r0}, 1))[0].narrow(0, P, 6);
+    at::Tensor full1 = m->forward(at::cat({prefix.unsqueeze(0), r1}, 1))[0].narrow(0, P, 4);
+    ((full0 * w[0]).sum() + (full1 * w[1].narrow(0, 0, 4)).sum()).backward();
+
+    const double d = std::max(max_abs(shared[0], full0), max_abs(shared[1].narrow(0, 0, 4), full1));
+    double gd = 0, gmax = 0;
+    for (const auto& p : m->named_parameters()) {
+      gd = std::max(gd, max_abs(g_shared[p.key()], p.value().grad()));
+      gmax = std::max(gmax, p.value().grad().abs().max().item<double>());
+    }
+    std::printf("[shared prefix] %s logits max_abs_diff %.3e, grad max_abs_diff %.3e (max |grad| %.3e)\n",
+                arch_name(arch), d, gd, gmax);
+    EXPECT_LE(d, 1e-4) << arch_name(arch);
+    EXPECT_LE(gd, 1e-4 * std::max(1.0, gmax)) << arch_name(arch);
+    EXPECT_GT(gmax, 1e-3) << "the check needs non-trivial gradients";
+    // Default positions continue after the prefix.
+    at::NoGradGuard ng;
+    EXPECT_LE(max_abs(m->forward(ids, {}, seg, prefix), shared.detach()), 1e-5);
   }
 }
 

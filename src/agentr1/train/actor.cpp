@@ -37,6 +37,7 @@ void ActorOptions::validate() const {
                 "actor.ppo_mini_batch_size must be >= 0 (0 = whole batch), got " << ppo_mini_batch_size);
   AGENTR1_CHECK(micro_batch_size >= 1, "actor.micro_batch_size must be >= 1, got " << micro_batch_size);
   AGENTR1_CHECK(kl_loss_coef >= 0, "actor.kl_loss_coef must be >= 0, got " << kl_loss_coef);
+  AGENTR1_CHECK(min_shared_prefix >= 0, "actor.min_shared_prefix must be >= 0 (0 = off), got " << min_shared_prefix);
   AGENTR1_CHECK(max_consecutive_skips >= 1,
                 "actor.max_consecutive_skips must be >= 1, got " << max_consecutive_skips);
   loss.validate();
@@ -44,7 +45,7 @@ void ActorOptions::validate() const {
 
 at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, at::Tensor* entropy) {
   // logits: [B,T,V] fp32; keep positions 0..T-2 which predict tokens 1..T-1.
-  at::Tensor logits = model->forward(batch.input_ids, batch.positions, batch.segment_ids);
+  at::Tensor logits = model->forward(batch.input_ids, batch.positions, batch.segment_ids, batch.prefix_ids);
   at::Tensor logp_all = at::log_softmax(logits.slice(/*dim=*/1, 0, -1), /*dim=*/-1);  // [B,T-1,V]
   at::Tensor lp = logp_all.gather(/*dim=*/-1, batch.targets.unsqueeze(-1)).squeeze(-1);
   if (entropy != nullptr) *entropy = -(logp_all.exp() * logp_all).sum(/*dim=*/-1);
@@ -73,14 +74,15 @@ void Actor::fill_logprobs(std::vector<PackedRow>& rows, std::vector<float> Packe
   const bool was_training = policy_->is_training();
   policy_->eval();
   for (const auto& mb : make_micro_batches(rows, opts_.micro_batch_size, opts_.micro_batch_max_tokens)) {
-    TrainBatch b = collate(rows, mb);
+    TrainBatch b = collate(rows, mb, opts_.min_shared_prefix);
     at::Tensor lp = target_logprobs(policy_, b).contiguous();
     auto acc = lp.accessor<float, 2>();
+    const size_t p = static_cast<size_t>(b.prefix_len);
     for (size_t i = 0; i < mb.size(); ++i) {
       PackedRow& row = rows[mb[i]];
       std::vector<float>& out = row.*field;
-      out.assign(row.tokens.size(), 0.0f);
-      for (size_t t = 1; t < row.tokens.size(); ++t) out[t] = acc[i][t - 1];
+      out.assign(row.tokens.size(), 0.0f);  // tokens 1..p (prompt, inside the prefix) stay 0
+      for (size_t t = p + 1; t < row.tokens.size(); ++t) out[t] = acc[i][static_cast<int64_t>(t - p - 1)];
     }
   }
   policy_->train(was_training);
@@ -123,7 +125,7 @@ bool Actor::optimizer_step(std::map<std::string, double>& m) {
 std::map<std::string, double> Actor::update(const std::vector<PackedRow>& rows) {
   policy_->train();
   std::map<std::string, double> sum;
-  int64_t n_updates = 0, n_micro = 0;
+  int64_t n_updates = 0;
   // Mini-batches by trajectory so a trajectory's rows share an optimiser step.
   std::vector<int64_t> trajs;
   std::unordered_map<int64_t, std::vector<int64_t>> rows_of;
@@ -145,7 +147,7 @@ std::map<std::string, double> Actor::update(const std::vector<PackedRow>& rows) 
       std::map<std::string, double> step_m;
       bool finite = true;
       for (const auto& mb : make_micro_batches(mini, opts_.micro_batch_size, opts_.micro_batch_max_tokens)) {
-        TrainBatch b = collate(mini, mb);
+        TrainBatch b = collate(mini, mb, opts_.min_shared_prefix);
         if (b.num_action_tokens == 0) continue;
         AGENTR1_CHECK(b.old_logprobs.defined(), "Actor::update: old log-probs were not computed");
         const bool need_entropy = opts_.entropy_coeff != 0.0;
@@ -173,7 +175,6 @@ std::map<std::string, double> Actor::update(const std::vector<PackedRow>& rows) 
           break;
         }
         (loss * w).backward();
-        n_micro++;
       }
       if (!finite) {
         optim_->zero_grad();
@@ -196,7 +197,6 @@ std::map<std::string, double> Actor::update(const std::vector<PackedRow>& rows) 
   for (const auto& kv : sum) out[kv.first] = n_updates > 0 ? kv.second / n_updates : 0.0;
   out["actor/updates"] = static_cast<double>(n_updates);
   out["actor/skipped_updates"] = static_cast<double>(skipped_total_);
-  (void)n_micro;
   return out;
 }
 
@@ -209,9 +209,10 @@ std::map<std::string, double> Actor::sft_step(const std::vector<PackedRow>& rows
   std::map<std::string, double> m;
   double nll_sum = 0, correct = 0;
   for (const auto& mb : make_micro_batches(rows, opts_.micro_batch_size, opts_.micro_batch_max_tokens)) {
-    TrainBatch b = collate(rows, mb);
+    TrainBatch b = collate(rows, mb, opts_.min_shared_prefix);
     if (b.num_action_tokens == 0) continue;
-    at::Tensor logits = policy_->forward(b.input_ids, b.positions, b.segment_ids).slice(1, 0, -1);
+    at::Tensor logits =
+        policy_->forward(b.input_ids, b.positions, b.segment_ids, b.prefix_ids).slice(1, 0, -1);
     at::Tensor logp_all = at::log_softmax(logits, /*dim=*/-1);
     at::Tensor lp = logp_all.gather(-1, b.targets.unsqueeze(-1)).squeeze(-1);  // [B,T-1]
     at::Tensor nll = -(lp * b.action_mask).sum();

@@ -62,6 +62,8 @@ struct ActorOptions {
   algo::KlType kl_loss_type = algo::KlType::kLowVarKl;  // KL estimator
   double entropy_coeff = 0.0;       // entropy bonus weight (loss -= coeff * entropy)
   bool merge_prefix_steps = true;   // pack append-only steps of a trajectory into one row
+  int64_t min_shared_prefix = 16;   // compute a micro-batch's common row prefix once when it
+                                    // has at least this many tokens; 0 = off
   int max_consecutive_skips = 5;    // non-finite updates in a row before giving up
   // Config-file spellings (verl names) of the enum-valued options above; resolve()
   // parses them into `loss` and `kl_loss_type`.
@@ -93,6 +95,8 @@ struct ActorOptions {
     v.field("kl_loss_type", kl_loss_type_name, "k1 | abs | k2 (mse) | k3 (low_var_kl)");
     v.field("entropy_coeff", entropy_coeff, "entropy bonus weight");
     v.field("merge_prefix_steps", merge_prefix_steps, "pack append-only steps into one row");
+    v.field("min_shared_prefix", min_shared_prefix,
+            "compute a micro-batch's common prefix (system prompt, tools) once if >= N tokens; 0 = off");
     v.field("max_consecutive_skips", max_consecutive_skips, "non-finite updates in a row before stopping");
   }
 };

@@ -122,12 +122,50 @@ std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow
   return out;
 }
 
-TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx) {
+int64_t shared_prefix_length(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx) {
+  if (idx.empty()) return 0;
+  const TokenIds& first = rows[idx[0]].tokens;
+  int64_t p = static_cast<int64_t>(first.size());
+  for (int64_t r : idx) {
+    const PackedRow& row = rows[r];
+    const int64_t len = static_cast<int64_t>(row.tokens.size());
+    // Keep the first action token's predecessor out of the prefix: its logit is needed.
+    int64_t first_action = len;
+    for (int64_t t = 0; t < len; ++t)
+      if (row.action[t]) {
+        first_action = t;
+        break;
+      }
+    p = std::min({p, first_action - 1, len - 1});
+    int64_t k = 0;
+    while (k < p && row.tokens[k] == first[k]) ++k;
+    p = k;
+  }
+  return std::max<int64_t>(p, 0);
+}
+
+TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx,
+                   int64_t min_shared_prefix) {
   AGENTR1_CHECK(!idx.empty(), "collate: empty micro-batch");
+  for (int64_t r : idx)
+    AGENTR1_CHECK(rows[r].tokens.empty() || !rows[r].action[0],
+                  "row " << r << " starts with a response token (no prompt to condition on)");
+  int64_t p = 0;
+  if (min_shared_prefix > 0 && idx.size() >= 2) {
+    p = shared_prefix_length(rows, idx);
+    if (p < min_shared_prefix) p = 0;
+  }
+  // Row tokens [p, len) go into the [B,T] tensors; tokens [0, p) into prefix_ids.
   int64_t t_max = 2;
-  for (int64_t r : idx) t_max = std::max<int64_t>(t_max, static_cast<int64_t>(rows[r].tokens.size()));
+  for (int64_t r : idx) t_max = std::max<int64_t>(t_max, static_cast<int64_t>(rows[r].tokens.size()) - p);
   const int64_t b = static_cast<int64_t>(idx.size());
   TrainBatch out;
+  out.prefix_len = p;
+  if (p > 0) {
+    out.prefix_ids = at::empty({p}, at::kLong);
+    auto pre = out.prefix_ids.accessor<int64_t, 1>();
+    for (int64_t t = 0; t < p; ++t) pre[t] = rows[idx[0]].tokens[t];
+  }
   out.input_ids = at::zeros({b, t_max}, at::kLong);
   out.positions = at::zeros({b, t_max}, at::kLong);
   out.segment_ids = at::full({b, t_max}, -1, at::kLong);
@@ -143,19 +181,18 @@ TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t
   for (int64_t i = 0; i < b; ++i) {
     const PackedRow& row = rows[idx[i]];
     const int64_t len = static_cast<int64_t>(row.tokens.size());
-    for (int64_t t = 0; t < len; ++t) {
-      ids[i][t] = row.tokens[t];
-      pos[i][t] = t;
-      seg[i][t] = 0;
-      if (t >= 1 && row.action[t]) {
-        am[i][t - 1] = 1.0f;
-        adv[i][t - 1] = row.advantage[t];
-        lp[i][t - 1] = row.rollout_logprob[t];
+    for (int64_t t = p; t < len; ++t) {
+      const int64_t c = t - p;  // column in the [B,T] tensors
+      ids[i][c] = row.tokens[t];
+      pos[i][c] = t;
+      seg[i][c] = 0;
+      if (c >= 1 && row.action[t]) {
+        am[i][c - 1] = 1.0f;
+        adv[i][c - 1] = row.advantage[t];
+        lp[i][c - 1] = row.rollout_logprob[t];
         out.num_action_tokens++;
       }
     }
-    AGENTR1_CHECK(len == 0 || !row.action[0],
-                  "row " << idx[i] << " starts with a response token (no prompt to condition on)");
   }
   auto gather = [&](std::vector<float> PackedRow::*field) -> at::Tensor {
     for (int64_t r : idx)
@@ -164,7 +201,7 @@ TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t
     auto acc = x.accessor<float, 2>();
     for (int64_t i = 0; i < b; ++i) {
       const auto& v = rows[idx[i]].*field;
-      for (size_t t = 1; t < v.size(); ++t) acc[i][t - 1] = v[t];
+      for (size_t t = static_cast<size_t>(p) + 1; t < v.size(); ++t) acc[i][static_cast<int64_t>(t) - p - 1] = v[t];
     }
     return x;
   };

@@ -15,6 +15,14 @@
 //
 // Target layout: position t of the [B,T-1] tensors scores token t+1 (the logit at t
 // predicts token t+1). action_mask[b,t] = 1 when token t+1 is a response token.
+//
+// Shared prefix: when every row of a micro-batch starts with the same tokens (the
+// system prompt and tools block, a GRPO group's question), collate() can move them
+// into TrainBatch::prefix_ids so the model computes them once (Transformer::forward's
+// prefix_ids) instead of once per row. The [B,T] tensors then hold each row's tokens
+// from prefix_len on, and column c of the [B,T-1] tensors scores row token
+// prefix_len + c + 1. The prefix stops before the token whose logit predicts the first
+// response token, so no scored position is lost.
 #pragma once
 
 #include <cstdint>
@@ -59,8 +67,10 @@ std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow
                                                      int64_t max_rows, int64_t max_tokens = 0);
 
 struct TrainBatch {
-  at::Tensor input_ids;        // [B,T] int64, padded with 0
-  at::Tensor positions;        // [B,T] int64, 0..len-1 (0 on padding)
+  at::Tensor prefix_ids;       // [P] int64 shared by every row (undefined when P = 0)
+  int64_t prefix_len = 0;      // P
+  at::Tensor input_ids;        // [B,T] int64: row tokens P.., padded with 0
+  at::Tensor positions;        // [B,T] int64, P..len-1 (0 on padding)
   at::Tensor segment_ids;      // [B,T] int64, 0 on tokens, -1 on padding
   at::Tensor targets;          // [B,T-1] int64 = input_ids[:, 1:]
   at::Tensor action_mask;      // [B,T-1] fp32, 1 where targets is a response token
@@ -72,7 +82,15 @@ struct TrainBatch {
   int64_t num_action_tokens = 0;
 };
 
-// Builds the tensors for rows[idx...] (CPU).
-TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx);
+// Builds the tensors for rows[idx...] (CPU). With min_shared_prefix > 0 and two or
+// more rows, a common prefix of at least that many tokens is split off (see above);
+// 0 = never.
+TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx,
+                   int64_t min_shared_prefix = 0);
+
+// Length of the prefix collate() would share for rows[idx...]: the longest common
+// token prefix, ending at least one token before any row's first response token
+// and before any row's last token.
+int64_t shared_prefix_length(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx);
 
 }  // namespace agentr1::train

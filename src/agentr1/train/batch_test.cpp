@@ -111,6 +111,92 @@ TEST(PackTest, MergedRowLogprobsEqualPerStepRows) {
   EXPECT_LT(max_diff, 1e-5);
 }
 
+// A trajectory whose prompt starts with `common` tokens every such trajectory shares
+// (a system prompt), then its own question tokens.
+Trajectory with_system_prompt(int seed, int common) {
+  Trajectory t = two_turn(seed);
+  TokenIds sys;
+  for (int i = 0; i < common; ++i) sys.push_back(static_cast<TokenId>(40 + (i * 7) % 23));
+  for (Step& st : t.steps) st.prompt_ids.insert(st.prompt_ids.begin(), sys.begin(), sys.end());
+  return t;
+}
+
+TEST(PackTest, SharedPrefixStopsBeforeTheFirstScoredLogit) {
+  // Rows: 12 common tokens, then 1 2 3 (4+seed), then the response at index 16.
+  auto rows = pack_trajectories({with_system_prompt(0, 12), with_system_prompt(1, 12)}, {1.f, 1.f}, true);
+  // Common prefix is 15 tokens (12 + "1 2 3"); the first response token is at 16, so
+  // its predecessor (15) must stay out: P = 15 exactly.
+  EXPECT_EQ(shared_prefix_length(rows, {0, 1}), 15);
+  // Identical rows: the cap is the first response token - 1.
+  EXPECT_EQ(shared_prefix_length(rows, {0, 0}), 15);
+  rows[1].tokens[5] = 63;  // diverge inside the system prompt
+  EXPECT_EQ(shared_prefix_length(rows, {0, 1}), 5);
+  // A response token right after the common part: P stops one before it.
+  auto r2 = pack_trajectories({with_system_prompt(0, 12)}, {1.f}, true);
+  r2[0].action[10] = 1;
+  EXPECT_EQ(shared_prefix_length(r2, {0}), 9);
+
+  rows = pack_trajectories({with_system_prompt(0, 12), with_system_prompt(1, 12)}, {2.f, 3.f}, true);
+  TrainBatch full = collate(rows, {0, 1}, 0), shared = collate(rows, {0, 1}, 8);
+  ASSERT_EQ(full.prefix_len, 0);
+  ASSERT_EQ(shared.prefix_len, 15);
+  EXPECT_TRUE(shared.prefix_ids.equal(full.input_ids[0].narrow(0, 0, 15)));
+  EXPECT_EQ(shared.positions[1][0].item<int64_t>(), 15);
+  EXPECT_EQ(shared.num_action_tokens, full.num_action_tokens);
+  // Column c of the shared batch is column c + P of the full one.
+  const int64_t cols = shared.targets.size(1);
+  for (auto name : {"targets", "action_mask", "advantages", "rollout_logprobs"}) {
+    auto get = [&](const TrainBatch& b) {
+      std::string n = name;
+      return n == "targets" ? b.targets.to(at::kFloat)
+             : n == "action_mask" ? b.action_mask
+             : n == "advantages" ? b.advantages : b.rollout_logprobs;
+    };
+    EXPECT_TRUE(get(shared).equal(get(full).narrow(1, 15, cols))) << name;
+  }
+  // min_shared_prefix above the common length: no sharing.
+  EXPECT_EQ(collate(rows, {0, 1}, 16).prefix_len, 0);
+  EXPECT_EQ(collate(rows, {0}, 8).prefix_len, 0);  // one row: nothing to share
+}
+
+TEST(ActorTest, SharedPrefixGivesTheSameLogprobsAndUpdate) {
+  std::vector<Trajectory> trajs = {with_system_prompt(0, 20), with_system_prompt(1, 20),
+                                   with_system_prompt(2, 20)};
+  std::vector<std::vector<PackedRow>> rows(2);
+  std::vector<model::Transformer> models;
+  for (int k = 0; k < 2; ++k) {
+    auto model = model::init_random(tiny_config(), 5);
+    ActorOptions o;
+    o.optim.lr = 1e-2;
+    o.micro_batch_size = 3;
+    o.min_shared_prefix = k == 0 ? 0 : 8;
+    Actor actor(model, o);
+    rows[k] = pack_trajectories(trajs, {1.f, -0.5f, 0.25f}, true);
+    actor.fill_logprobs(rows[k], &PackedRow::old_logprob);
+    EXPECT_EQ(actor.update(rows[k])["actor/updates"], 1.0);
+    models.push_back(model);
+  }
+  double lp_diff = 0;
+  int scored = 0;
+  for (size_t r = 0; r < rows[0].size(); ++r)
+    for (size_t t = 0; t < rows[0][r].tokens.size(); ++t)
+      if (rows[0][r].action[t]) {
+        lp_diff = std::max<double>(lp_diff, std::abs(rows[0][r].old_logprob[t] - rows[1][r].old_logprob[t]));
+        ++scored;
+      }
+  EXPECT_EQ(scored, 15);
+  EXPECT_LT(lp_diff, 1e-5);
+  auto p0 = models[0]->named_parameters(), p1 = models[1]->named_parameters();
+  double wdiff = 0, moved = 0;
+  auto init = model::init_random(tiny_config(), 5)->named_parameters();
+  for (const auto& kv : p0) {
+    wdiff = std::max(wdiff, (kv.value() - p1[kv.key()]).abs().max().item<double>());
+    moved = std::max(moved, (kv.value() - init[kv.key()]).abs().max().item<double>());
+  }
+  EXPECT_GT(moved, 1e-3);   // the update did something
+  EXPECT_LT(wdiff, 1e-5);   // and the same thing with the shared prefix
+}
+
 TEST(ActorTest, PositiveAdvantageRaisesLogprob) {
   auto model = model::init_random(tiny_config(), 3);
   ActorOptions o;

@@ -131,9 +131,10 @@ SftResult run_sft(model::Transformer& policy, const std::vector<Trajectory>& tra
         for (const auto& kv : m) j[kv.first] = kv.second;
         metrics_sink(j);
       }
-      if (opts.log_every > 0 && res.steps % opts.log_every == 0)
+      if (opts.log_every > 0 && res.steps % opts.log_every == 0) {
         AGENTR1_LOG(INFO) << "sft step " << res.steps << " epoch " << epoch + 1 << "/" << opts.epochs
                           << " loss " << m["sft/loss"] << " token acc " << m["sft/token_acc"];
+      }
     }
     res.final_loss = loss_sum / std::max(1, n);
     res.final_token_acc = acc_sum / std::max(1, n);
