@@ -117,6 +117,21 @@ double trajectory_score(const TrajectoryTokens& traj, double kl_coef) {
   return s;
 }
 
+double mean_sequence_kl(const std::vector<TrajectoryTokens>& batch) {
+  if (batch.empty()) return 0.0;
+  double total = 0;
+  for (const auto& tr : batch) {
+    double kl = 0;
+    int64_t n = 0;
+    for (const auto& s : tr.steps) {
+      for (float x : s.token_kl) kl += x;
+      n += s.n_tokens;
+    }
+    total += kl / static_cast<double>(std::max<int64_t>(n, 1));
+  }
+  return total / static_cast<double>(batch.size());
+}
+
 void whiten_in_place(std::vector<std::vector<std::vector<double>>>* values) {
   double sum = 0;
   int64_t n = 0;
@@ -201,18 +216,7 @@ AdvantageOutput finish_output(const std::vector<TrajectoryTokens>& batch,
     v.put(&out.metrics, "critic/values");
   }
   if (opts.kl_coef > 0) {
-    // verl apply_kl_penalty: token-mean KL per sequence, then mean over sequences.
-    double total = 0;
-    for (const auto& tr : batch) {
-      double kl = 0;
-      int64_t n = 0;
-      for (const auto& s : tr.steps) {
-        for (float x : s.token_kl) kl += x;
-        n += s.n_tokens;
-      }
-      total += kl / static_cast<double>(std::max<int64_t>(n, 1));
-    }
-    out.metrics["actor/reward_kl_penalty"] = total / static_cast<double>(batch.size());
+    out.metrics["actor/reward_kl_penalty"] = mean_sequence_kl(batch);
     out.metrics["actor/reward_kl_penalty_coeff"] = opts.kl_coef;
   }
   return out;

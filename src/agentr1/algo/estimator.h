@@ -83,6 +83,9 @@ class AdvantageEstimator {
   virtual std::string name() const = 0;
   // True when compute() reads StepTokens::value (gae) or token_values (token_gae).
   virtual bool needs_values() const { return false; }
+  // With needs_values(): true when the values are one per step (StepTokens::value, gae),
+  // false when one per action token (token_values, token_gae).
+  virtual bool step_level_values() const { return false; }
   // Validates the batch and the options (Error naming trajectory/step and the rule),
   // returns advantages and returns per action token. Does not modify its input.
   virtual AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
@@ -111,6 +114,11 @@ std::vector<double> token_rewards(const TrajectoryTokens& traj, double kl_coef);
 std::vector<double> step_rewards(const TrajectoryTokens& traj, double kl_coef);
 // Trajectory score = sum of token rewards.
 double trajectory_score(const TrajectoryTokens& traj, double kl_coef);
+
+// Mean over trajectories of each trajectory's token-mean token_kl (steps without KL
+// count as 0): verl apply_kl_penalty's current_kl, reported as actor/reward_kl_penalty
+// and fed to the adaptive KL controller. 0 for an empty batch.
+double mean_sequence_kl(const std::vector<TrajectoryTokens>& batch);
 
 // verl masked_whiten over a ragged set: (x - mean) / sqrt(var + 1e-8) with the mean
 // and the unbiased (n-1) variance over all n values; n < 2 gives zeros.

@@ -25,6 +25,7 @@ class StepGae final : public AdvantageEstimator {
  public:
   std::string name() const override { return "gae"; }
   bool needs_values() const override { return true; }
+  bool step_level_values() const override { return true; }
   AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
                           const EstimatorOptions& opts) const override {
     opts.validate();

@@ -23,6 +23,13 @@ struct KlControllerOptions {
   double target_kl = 0.1;      // algorithm.kl_ctrl.target_kl: adaptive target per-token KL
   double horizon = 10000;      // algorithm.kl_ctrl.horizon: adaptive time constant, in samples
   void validate() const;       // throws Error naming the bad value
+  template <class V>
+  void visit(V& v) {
+    v.field("type", type, "fixed | adaptive (Ziegler et al. 2019)");
+    v.field("kl_coef", kl_coef, "initial (fixed: constant) KL-in-reward coefficient");
+    v.field("target_kl", target_kl, "adaptive: target mean per-token KL");
+    v.field("horizon", horizon, "adaptive: time constant in trajectories");
+  }
 };
 
 class KlController {
