@@ -93,6 +93,45 @@ std::vector<PackedRow> pack_trajectory_tokens(
   return rows;
 }
 
+void scatter_step_tokens(std::vector<PackedRow>& rows, const StepTokenValues& x,
+                         std::vector<float> PackedRow::*field) {
+  for (PackedRow& row : rows) {
+    std::vector<float>& out = row.*field;
+    out.assign(row.tokens.size(), 0.0f);
+    AGENTR1_CHECK(row.trajectory >= 0 && static_cast<size_t>(row.trajectory) < x.size(),
+                  "scatter_step_tokens: row of trajectory " << row.trajectory << " but data for "
+                                                            << x.size() << " trajectories");
+    const auto& steps = x[static_cast<size_t>(row.trajectory)];
+    int32_t cur = -1;
+    size_t k = 0;
+    for (size_t t = 0; t < row.tokens.size(); ++t) {
+      if (!row.action[t]) continue;
+      const int32_t s = row.step_of[t];
+      if (s != cur) cur = s, k = 0;
+      AGENTR1_CHECK(static_cast<size_t>(s) < steps.size() && k < steps[static_cast<size_t>(s)].size(),
+                    "scatter_step_tokens: trajectory " << row.trajectory << " step " << s
+                                                       << " has no entry for response token " << k);
+      out[t] = steps[static_cast<size_t>(s)][k++];
+    }
+  }
+}
+
+StepTokenValues gather_step_tokens(const std::vector<PackedRow>& rows,
+                                   const std::vector<Trajectory>& trajs,
+                                   std::vector<float> PackedRow::*field) {
+  StepTokenValues out(trajs.size());
+  for (size_t i = 0; i < trajs.size(); ++i) out[i].resize(trajs[i].steps.size());
+  for (const PackedRow& row : rows) {
+    const std::vector<float>& v = row.*field;
+    AGENTR1_CHECK(v.size() == row.tokens.size(), "gather_step_tokens: a row of trajectory "
+                                                     << row.trajectory << " has " << v.size()
+                                                     << " entries for " << row.tokens.size() << " tokens");
+    for (size_t t = 0; t < row.tokens.size(); ++t)
+      if (row.action[t]) out[static_cast<size_t>(row.trajectory)][static_cast<size_t>(row.step_of[t])].push_back(v[t]);
+  }
+  return out;
+}
+
 std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,
                                                      int64_t max_rows, int64_t max_tokens) {
   AGENTR1_CHECK(max_rows >= 1, "micro batch size must be >= 1, got " << max_rows);
@@ -207,6 +246,9 @@ TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t
   };
   out.old_logprobs = gather(&PackedRow::old_logprob);
   out.ref_logprobs = gather(&PackedRow::ref_logprob);
+  out.values = gather(&PackedRow::value);
+  out.returns = gather(&PackedRow::returns);
+  out.value_mask = gather(&PackedRow::value_mask);
   out.targets = out.input_ids.slice(/*dim=*/1, /*start=*/1).contiguous();
   out.rows = idx;
   return out;

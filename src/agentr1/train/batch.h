@@ -43,6 +43,13 @@ struct PackedRow {
   std::vector<float> old_logprob;       // [len] log-prob under the policy before the update
                                         // (filled by the learner; empty until then)
   std::vector<float> ref_logprob;       // [len] log-prob under the frozen reference (or empty)
+  // Critic columns (empty unless a critic is used). Like the log-probs, the entry of
+  // token i belongs to the state before it: the value head read at position i-1.
+  std::vector<float> value;             // [len] critic value at rollout time (old values)
+  std::vector<float> returns;           // [len] value targets from the estimator (0 off)
+  std::vector<float> value_mask;        // [len] 1 where the value loss applies: every action
+                                        // token (token_gae) or each step's first action token,
+                                        // i.e. V(s_t) at the last prompt token (step-level gae)
   int64_t trajectory = 0;               // index into the trajectory list
   int64_t num_action_tokens() const;
 };
@@ -61,6 +68,21 @@ std::vector<PackedRow> pack_trajectory_tokens(
     const std::vector<Trajectory>& trajs,
     const std::vector<std::vector<std::vector<float>>>& token_adv, bool merge_prefix_steps);
 
+// Per-token data shaped [trajectory][step][response token] (estimator inputs/outputs).
+using StepTokenValues = std::vector<std::vector<std::vector<float>>>;
+
+// Writes x[trajectory][step][k] into rows[*].*field at the action tokens that step s
+// of the row's trajectory sampled (0 elsewhere; the field is resized to the row).
+// Throws Error if x has fewer entries than a row's step needs.
+void scatter_step_tokens(std::vector<PackedRow>& rows, const StepTokenValues& x,
+                         std::vector<float> PackedRow::*field);
+// The inverse: reads rows[*].*field at the action tokens into [trajectory][step][k],
+// shaped like `trajs` (steps without response tokens stay empty). Throws Error if a
+// row's field is empty.
+StepTokenValues gather_step_tokens(const std::vector<PackedRow>& rows,
+                                   const std::vector<Trajectory>& trajs,
+                                   std::vector<float> PackedRow::*field);
+
 // Groups row indices into micro-batches of at most max_rows rows and max_tokens padded
 // tokens (rows * longest; 0 = unlimited), rows sorted by length to limit padding.
 std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,
@@ -78,6 +100,9 @@ struct TrainBatch {
   at::Tensor rollout_logprobs; // [B,T-1] fp32, behaviour log-probs from the engine
   at::Tensor old_logprobs;     // [B,T-1] fp32 from PackedRow::old_logprob (undefined if empty)
   at::Tensor ref_logprobs;     // [B,T-1] fp32 from PackedRow::ref_logprob (undefined if empty)
+  at::Tensor values;           // [B,T-1] fp32 from PackedRow::value (undefined if empty)
+  at::Tensor returns;          // [B,T-1] fp32 from PackedRow::returns (undefined if empty)
+  at::Tensor value_mask;       // [B,T-1] fp32 from PackedRow::value_mask (undefined if empty)
   std::vector<int64_t> rows;   // which PackedRow each batch row is
   int64_t num_action_tokens = 0;
 };

@@ -24,7 +24,7 @@ void copy_tokenizer_files(const std::string& src_dir, const std::string& dst_dir
 }
 
 void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& policy, Actor& actor,
-                     const std::string& tokenizer_dir) {
+                     const std::string& tokenizer_dir, Critic* critic, const json& extra_state) {
   const std::string tmp = dir + ".tmp";
   std::error_code ec;
   fs::remove_all(tmp, ec);
@@ -32,9 +32,13 @@ void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& p
   model::save_pretrained(policy, tmp, at::kFloat);
   copy_tokenizer_files(tokenizer_dir, tmp);
   actor.save_optimizer(tmp + "/optimizer.pt");
-  json st;
+  json st = extra_state.is_object() ? extra_state : json::object();
   st["step"] = step;
   st["optimizer_steps"] = actor.optimizer_steps();
+  if (critic != nullptr) {
+    critic->save(tmp + "/critic");
+    st["critic_optimizer_steps"] = critic->optimizer_steps();
+  }
   RunDir(tmp).write_json("trainer_state.json", st);
   fs::remove_all(dir, ec);
   fs::rename(tmp, dir, ec);
@@ -61,7 +65,8 @@ std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir)
   return best_path;
 }
 
-int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Actor& actor) {
+int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Actor& actor, Critic* critic,
+                        json* state) {
   return with_context("loading checkpoint '" + dir + "'", [&]() -> int64_t {
     model::Transformer loaded = model::load_pretrained(dir, at::kFloat, at::kCPU);
     {
@@ -80,6 +85,14 @@ int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Acto
     if (fs::exists(dir + "/optimizer.pt")) actor.load_optimizer(dir + "/optimizer.pt");
     json st = json::parse(read_text_file(dir + "/trainer_state.json"));
     actor.set_optimizer_steps(st.value("optimizer_steps", int64_t{0}));
+    if (critic != nullptr) {
+      AGENTR1_CHECK(fs::is_directory(dir + "/critic"),
+                    "no critic/ in the checkpoint (saved by a run without a critic); HINT: resume with "
+                    "the run's original algorithm.adv_estimator, or start a new run");
+      critic->load(dir + "/critic");
+      critic->set_optimizer_steps(st.value("critic_optimizer_steps", int64_t{0}));
+    }
+    if (state != nullptr) *state = st;
     return st.at("step").get<int64_t>();
   });
 }

@@ -3,28 +3,38 @@
 //   save_checkpoint(run + "/checkpoints/step_000010", 10, policy, actor, model_dir);
 //   auto dir = latest_checkpoint(run + "/checkpoints");     // highest step_N
 //   int64_t step = load_checkpoint(*dir, policy, actor);   // weights + optimiser
+//   save_checkpoint(dir, 10, policy, actor, model_dir, &critic, {{"kl_coef", 0.01}});
 //
 // A checkpoint directory is a loadable HF model (config.json, model.safetensors,
 // tokenizer.json, tokenizer_config.json copied from the source model) plus
-// trainer_state.json {step, optimizer_steps} and optimizer.pt (AdamW moments).
+// trainer_state.json {step, optimizer_steps, critic_optimizer_steps?, ...extra} and
+// optimizer.pt (AdamW moments); with a critic, critic/ holds Critic::save's files.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "agentr1/core/json.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/train/actor.h"
+#include "agentr1/train/critic.h"
 
 namespace agentr1::train {
 
 // Writes into dir.tmp then renames, so a crash never leaves a half checkpoint.
+// critic: saved into dir/critic when given. extra_state: more keys for
+// trainer_state.json (e.g. the KL controller's coefficient).
 void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& policy, Actor& actor,
-                     const std::string& tokenizer_dir);
+                     const std::string& tokenizer_dir, Critic* critic = nullptr,
+                     const json& extra_state = json::object());
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir);
 // Loads weights into `policy` (in place, same shapes) and the optimiser state; returns
-// the step. Throws Error naming the file on any mismatch.
-int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Actor& actor);
+// the step. With a critic, restores it from dir/critic (Error with a HINT if the
+// checkpoint has none). state (optional) receives trainer_state.json. Throws Error
+// naming the file on any mismatch.
+int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Actor& actor,
+                        Critic* critic = nullptr, json* state = nullptr);
 // Copies tokenizer.json / tokenizer_config.json (those present) from src to dst.
 void copy_tokenizer_files(const std::string& src_dir, const std::string& dst_dir);
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "agentr1/algo/estimator.h"
+#include "agentr1/algo/kl_controller.h"
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
@@ -25,8 +26,10 @@
 #include "agentr1/text/chat_template.h"
 #include "agentr1/text/tokenizer.h"
 #include "agentr1/train/actor.h"
+#include "agentr1/train/advantages.h"
 #include "agentr1/train/batch.h"
 #include "agentr1/train/checkpoint.h"
+#include "agentr1/train/critic.h"
 #include "agentr1/train/run_dir.h"
 
 namespace agentr1::train {
@@ -49,6 +52,10 @@ std::string default_run_name(const std::string& estimator) {
   return estimator + "-" + buf;
 }
 
+bool step_level_values(const std::string& name) {
+  return algo::make_estimator(name)->step_level_values();
+}
+
 std::vector<Sample> load_or_generate(const std::string& files, int64_t n, uint64_t seed,
                                      tasks::DataSplit split, const DataOptions& d) {
   if (!files.empty()) {
@@ -65,46 +72,6 @@ std::vector<Sample> load_or_generate(const std::string& files, int64_t n, uint64
   return tasks::make_arith_dataset(n, seed, o);
 }
 
-// Per-token advantages [trajectory][step][token] from the configured estimator.
-// Trajectories without any response token (e.g. a prompt over the context window) get
-// none and are left out of the estimator's batch.
-std::vector<std::vector<std::vector<float>>> compute_advantages(const std::vector<Trajectory>& trajs,
-                                                                const AlgorithmOptions& a,
-                                                                std::map<std::string, double>* metrics) {
-  std::vector<std::vector<std::vector<float>>> out(trajs.size());
-  std::vector<algo::TrajectoryTokens> batch;
-  std::vector<std::pair<size_t, std::vector<size_t>>> where;  // traj index, its non-empty steps
-  for (size_t i = 0; i < trajs.size(); ++i) {
-    out[i].resize(trajs[i].steps.size());
-    algo::TrajectoryTokens tt;
-    tt.group = trajs[i].group;
-    tt.outcome_reward = trajs[i].outcome_reward;
-    std::vector<size_t> steps;
-    for (size_t s = 0; s < trajs[i].steps.size(); ++s) {
-      const Step& st = trajs[i].steps[s];
-      if (st.response_ids.empty()) continue;
-      algo::StepTokens x;
-      x.reward = st.reward;
-      x.n_tokens = static_cast<int64_t>(st.response_ids.size());
-      tt.steps.push_back(std::move(x));
-      steps.push_back(s);
-    }
-    if (tt.steps.empty()) continue;
-    batch.push_back(std::move(tt));
-    where.emplace_back(i, std::move(steps));
-  }
-  if (batch.empty()) return out;
-  algo::EstimatorOptions eo;
-  eo.gamma = a.gamma;
-  eo.lam = a.lam;
-  eo.norm_adv_by_std_in_grpo = a.norm_adv_by_std_in_grpo;
-  algo::AdvantageOutput r = algo::make_estimator(a.adv_estimator)->compute(batch, eo);
-  for (size_t b = 0; b < where.size(); ++b)
-    for (size_t k = 0; k < where[b].second.size(); ++k) out[where[b].first][where[b].second[k]] = r.advantages[b][k];
-  for (const auto& kv : r.metrics) (*metrics)[kv.first] = kv.second;
-  return out;
-}
-
 }  // namespace
 
 struct RLTrainer::State {
@@ -117,6 +84,8 @@ struct RLTrainer::State {
   model::Transformer reference{nullptr};
   std::unique_ptr<rollout::Engine> engine;
   std::unique_ptr<Actor> actor;
+  std::unique_ptr<Critic> critic;                // gae / token_gae only
+  std::unique_ptr<algo::KlController> kl_ctrl;   // algorithm.use_kl_in_reward only
   std::unique_ptr<ThreadPool> tool_pool;
   std::unique_ptr<ThreadPool> drivers;
   std::vector<Sample> train_set;
@@ -145,7 +114,8 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree) : s_(std::make_unique<State>())
   AGENTR1_CHECK(s.policy->config().vocab_size >= s.tokenizer->vocab_size(),
                 "model vocab_size " << s.policy->config().vocab_size << " < tokenizer vocab size "
                                     << s.tokenizer->vocab_size());
-  if (c.actor.use_kl_loss) {
+  // The reference is the initial policy, frozen (KL loss and KL in the reward).
+  if (c.actor.use_kl_loss || c.algorithm.use_kl_in_reward) {
     s.reference = model::load_pretrained(s.model_path, dtype, at::kCPU);
     for (auto& p : s.reference->parameters()) p.requires_grad_(false);
     s.reference->eval();
@@ -165,6 +135,14 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree) : s_(std::make_unique<State>())
   s.engine = std::make_unique<rollout::Engine>(s.policy, eo);
   ActorOptions ao = c.actor;
   s.actor = std::make_unique<Actor>(s.policy, ao);
+  if (c.algorithm.uses_critic()) {
+    ValueModel vm = make_value_model(c.critic.model_path, s.policy, dtype);
+    AGENTR1_CHECK(vm->body()->config().vocab_size >= s.tokenizer->vocab_size(),
+                  "critic.model_path '" << c.critic.model_path << "': vocab_size " << vm->body()->config().vocab_size
+                                        << " < the policy tokenizer's " << s.tokenizer->vocab_size());
+    s.critic = std::make_unique<Critic>(vm, c.critic);
+  }
+  if (c.algorithm.use_kl_in_reward) s.kl_ctrl = algo::make_kl_controller(c.algorithm.kl_ctrl);
   s.tool_pool = std::make_unique<ThreadPool>(c.trainer.tool_threads);
   const int n_drivers = std::max(8, std::min(256, c.data.train_batch_size * c.rollout.n));
   s.drivers = std::make_unique<ThreadPool>(n_drivers);
@@ -219,7 +197,13 @@ RunSummary RLTrainer::run(bool resume) {
     auto ck = latest_checkpoint(s.run->file("checkpoints"));
     AGENTR1_CHECK(ck.has_value(), "--resume: no checkpoint under '" << s.run->file("checkpoints")
                                   << "' (HINT: run without --resume, or point trainer.output_dir at the run)");
-    start_step = load_checkpoint(*ck, s.policy, *s.actor);
+    json state;
+    start_step = load_checkpoint(*ck, s.policy, *s.actor, s.critic.get(), &state);
+    if (s.kl_ctrl && state.contains("kl_coef")) {
+      algo::KlControllerOptions ko = c.algorithm.kl_ctrl;
+      ko.kl_coef = state["kl_coef"].get<double>();
+      s.kl_ctrl = algo::make_kl_controller(ko);
+    }
     s.engine->clear_prefix_cache();
     s.engine->set_policy_version(start_step);
     if (fs::exists(s.run->file("summary.json")))
@@ -283,11 +267,44 @@ RunSummary RLTrainer::run(bool resume) {
     m["rollout/mean_decode_batch"] = es.mean_decode_batch();
     m["rollout/generated_tokens"] = static_cast<double>(es.generated_tokens);
     m["perf/gen_tokens_per_s"] = es.generated_tokens / std::max(1e-9, m["timing/gen"]);
-    // 3. Rewards and advantages.
+    // 3. Pack and score: old (and reference) log-probs, critic values.
     std::vector<float> scores;
     for (const auto& t : trajs) scores.push_back(t.total_reward());
     t0 = Clock::now();
-    std::vector<std::vector<std::vector<float>>> token_adv = compute_advantages(trajs, c.algorithm, &m);
+    StepTokenValues zeros(trajs.size());
+    for (size_t i = 0; i < trajs.size(); ++i)
+      for (const Step& st : trajs[i].steps) zeros[i].emplace_back(st.response_ids.size(), 0.0f);
+    std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, zeros, c.actor.merge_prefix_steps);
+    s.actor->fill_logprobs(rows, &PackedRow::old_logprob);
+    m["timing/old_log_prob"] = seconds_since(t0);
+    if (s.reference) {
+      t0 = Clock::now();
+      ActorOptions ro = c.actor;
+      Actor ref(s.reference, ro);
+      ref.fill_logprobs(rows, &PackedRow::ref_logprob);
+      m["timing/ref"] = seconds_since(t0);
+    }
+    StepTokenValues values, token_kl;
+    AdvantageInputs in;
+    if (s.critic) {
+      t0 = Clock::now();
+      s.critic->fill_values(rows);
+      values = gather_step_tokens(rows, trajs, &PackedRow::value);
+      in.values = &values;
+      m["timing/values"] = seconds_since(t0);
+    }
+    if (s.kl_ctrl) {
+      token_kl = reward_token_kl(rows, trajs, c.algorithm.kl_penalty_type);
+      in.token_kl = &token_kl;
+      in.kl_coef = s.kl_ctrl->value();
+    }
+    // 4. Advantages (and returns, the critic's targets).
+    t0 = Clock::now();
+    AdvantageResult est = estimate_advantages(trajs, c.algorithm, in);
+    m["timing/adv"] = seconds_since(t0);
+    for (const auto& kv : est.metrics) m[kv.first] = kv.second;
+    const StepTokenValues& token_adv = est.advantages;
+    scatter_step_tokens(rows, token_adv, &PackedRow::advantage);
     std::vector<float> adv(trajs.size(), 0.0f);  // per trajectory: mean over its tokens (dumps)
     for (size_t i = 0; i < trajs.size(); ++i) {
       double sum = 0;
@@ -296,17 +313,7 @@ RunSummary RLTrainer::run(bool resume) {
         for (float a : st) sum += a, ++n;
       adv[i] = n > 0 ? static_cast<float>(sum / n) : 0.0f;
     }
-    // 4. Pack and score.
-    std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, token_adv, c.actor.merge_prefix_steps);
-    s.actor->fill_logprobs(rows, &PackedRow::old_logprob);
-    m["timing/old_log_prob"] = seconds_since(t0);
-    if (c.actor.use_kl_loss) {
-      t0 = Clock::now();
-      ActorOptions ro = c.actor;
-      Actor ref(s.reference, ro);
-      ref.fill_logprobs(rows, &PackedRow::ref_logprob);
-      m["timing/ref"] = seconds_since(t0);
-    }
+    if (s.kl_ctrl) s.kl_ctrl->update(est.mean_kl, static_cast<int64_t>(trajs.size()));
     // Rollout-vs-learner log-prob agreement (exactness check on the same weights).
     double lp_diff = 0;
     int64_t lp_n = 0;
@@ -317,13 +324,23 @@ RunSummary RLTrainer::run(bool resume) {
           lp_n++;
         }
     m["rollout/logprob_max_diff"] = lp_diff;
-    // 5. Update.
-    t0 = Clock::now();
-    // The engine shares the weights: hold it paused while they change.
-    std::map<std::string, double> um;
-    s.engine->with_model([&](model::Transformer&) { um = s.actor->update(rows); });
-    m["timing/update_actor"] = seconds_since(t0);
-    m.insert(um.begin(), um.end());
+    // 5. Update: the critic, then (after trainer.critic_warmup steps) the actor.
+    if (s.critic) {
+      t0 = Clock::now();
+      scatter_step_tokens(rows, est.returns, &PackedRow::returns);
+      set_value_mask(rows, step_level_values(c.algorithm.adv_estimator));
+      std::map<std::string, double> cm = s.critic->update(rows);
+      m["timing/update_critic"] = seconds_since(t0);
+      m.insert(cm.begin(), cm.end());
+    }
+    if (step > c.trainer.critic_warmup) {
+      t0 = Clock::now();
+      // The engine shares the weights: hold it paused while they change.
+      std::map<std::string, double> um;
+      s.engine->with_model([&](model::Transformer&) { um = s.actor->update(rows); });
+      m["timing/update_actor"] = seconds_since(t0);
+      m.insert(um.begin(), um.end());
+    }
     s.engine->clear_prefix_cache();
     s.engine->set_policy_version(step);
     // 6. Metrics (verl-style names).
@@ -336,7 +353,9 @@ RunSummary RLTrainer::run(bool resume) {
     m["critic/score/mean"] = sum / scores.size();
     m["critic/score/max"] = mx;
     m["critic/score/min"] = mn;
-    m["critic/rewards/mean"] = sum / scores.size();
+    double rsum = 0;
+    for (double r : est.rewards) rsum += r;
+    m["critic/rewards/mean"] = rsum / static_cast<double>(std::max<size_t>(est.rewards.size(), 1));
     auto tm = mean_trajectory_metrics(trajs);
     for (const auto& kv : tm) m["env/" + kv.first + "/mean"] = kv.second;
     m["response_length/mean"] = tm["response_length"];
@@ -346,6 +365,7 @@ RunSummary RLTrainer::run(bool resume) {
     m["timing/step"] = seconds_since(t_step);
     // 7. Trajectory dumps.
     const int dump = c.trainer.dump_trajectories;
+    const bool step_level = s.critic && step_level_values(c.algorithm.adv_estimator);
     for (size_t i = 0; i < trajs.size() && (dump < 0 || static_cast<int>(i) < dump); ++i) {
       json j = trajs[i].to_json();
       j["advantage"] = adv[i];
@@ -353,7 +373,23 @@ RunSummary RLTrainer::run(bool resume) {
       for (auto& st : j["steps"]) {
         st["response_text"] = s.tokenizer->decode(st["response_ids"].get<TokenIds>());
       }
-      for (size_t k = 0; k < j["steps"].size(); ++k) j["steps"][k]["advantage"] = token_adv[i][k];
+      if (s.kl_ctrl) j["reward"] = est.rewards[i];  // score - kl_coef * sum(token_kl)
+      for (size_t k = 0; k < j["steps"].size(); ++k) {
+        json& st = j["steps"][k];
+        st["advantage"] = token_adv[i][k];
+        // Audit columns: per action token, or per step (one V(s_t)) for step-level gae.
+        const bool per_step = step_level && !token_adv[i][k].empty();
+        if (per_step) {
+          st["advantages"] = token_adv[i][k].front();
+          st["returns"] = est.returns[i][k].front();
+          st["values"] = values[i][k].front();
+        } else {
+          st["advantages"] = token_adv[i][k];
+          st["returns"] = est.returns[i][k];
+          if (s.critic) st["values"] = values[i][k];
+        }
+        if (s.kl_ctrl) st["token_kl"] = token_kl[i][k];
+      }
       if (!j["steps"].empty())
         j["steps"][0]["prompt_text"] = s.tokenizer->decode(j["steps"][0]["prompt_ids"].get<TokenIds>());
       s.run->append_jsonl("trajectories/" + step_name(step) + ".jsonl", j);
@@ -365,7 +401,8 @@ RunSummary RLTrainer::run(bool resume) {
     }
     if ((c.trainer.save_freq > 0 && step % c.trainer.save_freq == 0) || step == total)
       save_checkpoint(s.run->file("checkpoints/" + step_name(step)), step, s.policy, *s.actor,
-                      s.model_path);
+                      s.model_path, s.critic.get(),
+                      s.kl_ctrl ? json{{"kl_coef", s.kl_ctrl->value()}} : json::object());
     s.run->append_jsonl("metrics.jsonl", metrics_json(step, m));
     summary.steps = step;
     const double dt = seconds_since(t_step);

@@ -5,9 +5,14 @@
 //   RunSummary s = trainer.run(/*resume=*/false);
 //
 // Per step: prompts -> rollout.n trajectories each (AgentFlow, continuous batching) ->
-// outcome rewards -> advantages -> packed rows -> old (and ref) log-probs -> PPO-style
-// update -> the engine uses the new weights (same module; prefix cache cleared) ->
-// metrics, trajectory dumps, validation every trainer.test_freq, checkpoints.
+// outcome rewards -> packed rows -> old (and reference) log-probs, critic values (gae,
+// token_gae) -> KL in the reward (algorithm.use_kl_in_reward: token_kl = kl_penalty(old,
+// ref), coefficient from algorithm.kl_ctrl, updated with the batch's KL) -> advantages
+// and returns -> critic update (clipped value loss) -> PPO-style actor update (skipped
+// during the first trainer.critic_warmup steps) -> the engine uses the new weights (same
+// module; prefix cache cleared) -> metrics, trajectory dumps (per step: advantages,
+// returns, values; token_kl and the KL-penalised reward with KL in the reward),
+// validation every trainer.test_freq, checkpoints (policy, critic, KL coefficient).
 //
 // The engine and the learner share one model: no weight copy, and rollouts after an
 // update always see the updated weights (policy_version = step).

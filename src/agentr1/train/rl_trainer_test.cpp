@@ -2,6 +2,7 @@
 // ToolEnv + calculator, GRPO, update, validation, checkpoints), then resumes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -112,6 +113,163 @@ TEST(RLTrainerTest, RunsEndToEndAndResumes) {
   EXPECT_EQ(s2["baseline"], summary["baseline"]);
   EXPECT_EQ(s2["steps"], 3);
   fs::remove_all(dir);
+}
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+// The step lines of metrics.jsonl (validation lines have no timing/gen), in order.
+std::vector<json> step_metrics(const std::string& run) {
+  std::vector<json> out;
+  for (json& m : read_jsonl(run + "/metrics.jsonl"))
+    if (m.contains("timing/gen")) out.push_back(std::move(m));
+  return out;
+}
+
+json tiny_run_tree(const std::string& dir, const std::vector<std::string>& extra) {
+  json tree = default_train_tree();
+  std::vector<std::string> o = {
+      "model.path=" + dir + "/model", "trainer.output_dir=" + dir + "/run", "trainer.test_freq=0",
+      "trainer.threads=1", "data.train_batch_size=2", "data.val_size=1", "rollout.n=2", "rollout.val_k=0",
+      "rollout.max_new_tokens=6", "rollout.max_prompt_tokens=2048", "rollout.max_steps=2",
+      "trainer.progress=false", "trainer.dump_trajectories=-1"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  for (const std::string& x : o) apply_override(tree, x);
+  return tree;
+}
+
+// PPO with a step-level GAE critic: warm-up step (critic only), finite critic metrics,
+// audit columns in the dumps, the critic in the checkpoint, and resume.
+TEST(RLTrainerTest, StepGaeWithCriticWarmupAndResume) {
+  const std::string dir = make_tiny_model_dir();
+  const std::string run = dir + "/run";
+  json tree = tiny_run_tree(dir, {"algorithm.adv_estimator=gae", "algorithm.lam=0.95",
+                                  "trainer.critic_warmup=1", "trainer.total_steps=2", "trainer.save_freq=1"});
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(false).steps, 2);
+  }
+  std::vector<json> ms = step_metrics(run);
+  ASSERT_EQ(ms.size(), 2u);
+  for (const json& m : ms)
+    for (const char* k : {"critic/vf_loss", "critic/vf_clipfrac", "critic/vpred_mean", "critic/grad_norm",
+                          "critic/lr", "critic/values/mean", "critic/returns/mean", "critic/advantages/mean"}) {
+      ASSERT_TRUE(m.contains(k)) << k;
+      EXPECT_TRUE(std::isfinite(m[k].get<double>())) << k;
+    }
+  EXPECT_FALSE(ms[0].contains("actor/pg_loss")) << "step 1 is a critic warm-up step";
+  EXPECT_TRUE(ms[1].contains("actor/pg_loss"));
+  EXPECT_DOUBLE_EQ(ms[0]["critic/lr"].get<double>(), 1e-3);
+  // Dumps: one value, return and advantage per step; return = advantage-free target.
+  const std::vector<json> trajs = read_jsonl(run + "/trajectories/step_000002.jsonl");
+  ASSERT_EQ(trajs.size(), 4u);
+  for (const json& tr : trajs)
+    for (const json& st : tr["steps"]) {
+      if (st["response_ids"].empty()) continue;
+      for (const char* k : {"values", "returns", "advantages"}) {
+        ASSERT_TRUE(st.contains(k)) << k;
+        EXPECT_TRUE(st[k].is_number()) << k << " is per step for gae";
+      }
+    }
+  // Last step of each trajectory (lam irrelevant): return = its reward (V after = 0).
+  for (const json& tr : trajs) {
+    const json& last = tr["steps"].back();
+    if (last["response_ids"].empty()) continue;
+    EXPECT_NEAR(last["returns"].get<double>(),
+                last["reward"].get<double>() + tr["outcome_reward"].get<double>(), 1e-5);
+  }
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_000002/critic/value_head.safetensors"));
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_000002/critic/optimizer.pt"));
+  json st = json::parse(read_text_file(run + "/checkpoints/step_000002/trainer_state.json"));
+  EXPECT_EQ(st["critic_optimizer_steps"], 2);
+  EXPECT_EQ(st["optimizer_steps"], 1);  // the actor skipped the warm-up step
+  apply_override(tree, "trainer.total_steps=3");
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(true).steps, 3);
+  }
+  json st3 = json::parse(read_text_file(run + "/checkpoints/step_000003/trainer_state.json"));
+  EXPECT_EQ(st3["critic_optimizer_steps"], 3);
+  fs::remove_all(dir);
+}
+
+// token_gae with KL in the reward (adaptive): the first step's KL is exactly 0 (policy
+// = reference), so the coefficient shrinks; after the policy moved, the dumped token
+// KL and rewards satisfy reward = score - coef * sum(token_kl) and the coefficient grows.
+TEST(RLTrainerTest, TokenGaeWithAdaptiveKlInReward) {
+  const std::string dir = make_tiny_model_dir();
+  const std::string run = dir + "/run";
+  json tree = tiny_run_tree(
+      dir, {"algorithm.adv_estimator=token_gae", "algorithm.use_kl_in_reward=true", "algorithm.kl_penalty=abs",
+            "algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.kl_coef=0.5", "algorithm.kl_ctrl.target_kl=1e-9",
+            "algorithm.kl_ctrl.horizon=40", "trainer.total_steps=3",
+            // An entropy bonus and a large lr move the policy even when every advantage is 0.
+            "actor.entropy_coeff=0.1", "actor.optim.lr=0.01"});
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(false).steps, 3);
+  }
+  std::vector<json> ms = step_metrics(run);
+  ASSERT_EQ(ms.size(), 3u);
+  EXPECT_EQ(ms[0]["actor/reward_kl_penalty"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(ms[0]["actor/reward_kl_penalty_coeff"].get<double>(), 0.5);
+  // KL 0 < target: coefficient *= 1 - 0.2 * 4 / 40.
+  EXPECT_NEAR(ms[1]["actor/reward_kl_penalty_coeff"].get<double>(), 0.5 * 0.98, 1e-9);
+  EXPECT_GT(ms[1]["actor/reward_kl_penalty"].get<double>(), 1e-9);
+  EXPECT_GT(ms[2]["actor/reward_kl_penalty_coeff"].get<double>(), ms[1]["actor/reward_kl_penalty_coeff"].get<double>());
+  const double coef = ms[1]["actor/reward_kl_penalty_coeff"].get<double>();
+  double kl_seen = 0;
+  for (const json& tr : read_jsonl(run + "/trajectories/step_000002.jsonl")) {
+    double kl_sum = 0;
+    for (const json& st : tr["steps"]) {
+      if (st["response_ids"].empty()) continue;
+      ASSERT_TRUE(st["values"].is_array());
+      EXPECT_EQ(st["values"].size(), st["response_ids"].size());
+      EXPECT_EQ(st["returns"].size(), st["response_ids"].size());
+      EXPECT_EQ(st["advantages"].size(), st["response_ids"].size());
+      ASSERT_EQ(st["token_kl"].size(), st["response_ids"].size());
+      for (const json& k : st["token_kl"]) kl_sum += k.get<double>();
+    }
+    kl_seen += kl_sum;
+    EXPECT_NEAR(tr["reward"].get<double>(), tr["score"].get<double>() - coef * kl_sum, 1e-4);
+  }
+  EXPECT_GT(kl_seen, 0.0);
+  fs::remove_all(dir);
+}
+
+TEST(RLTrainerTest, CriticAndKlConfigErrorsNameTheKey) {
+  auto error_of = [](const std::vector<std::string>& overrides) -> std::string {
+    json tree = default_train_tree();
+    try {
+      for (const auto& o : overrides) apply_override(tree, o);
+      load_train_config(tree);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_of({"critic.optim.lr=0"}).find("critic.optim.lr"), std::string::npos);
+  EXPECT_NE(error_of({"critic.cliprange_value=-1"}).find("critic.cliprange_value"), std::string::npos);
+  EXPECT_NE(error_of({"critic.loss_agg_mode=sum"}).find("critic.loss_agg_mode"), std::string::npos);
+  EXPECT_NE(error_of({"algorithm.kl_ctrl.type=pid"}).find("algorithm.kl_ctrl.type"), std::string::npos);
+  EXPECT_NE(error_of({"algorithm.kl_penalty=k9"}).find("algorithm.kl_penalty"), std::string::npos);
+  EXPECT_NE(error_of({"trainer.critic_warmup=2"}).find("trainer.critic_warmup"), std::string::npos);
+  EXPECT_NE(error_of({"critic.cliprange_valu=1"}).find("critic.cliprange_value"), std::string::npos);
+  EXPECT_EQ(error_of({"algorithm.adv_estimator=gae", "trainer.critic_warmup=2"}), "");
+  EXPECT_EQ(error_of({"algorithm.adv_estimator=token_gae", "algorithm.use_kl_in_reward=true"}), "");
+  // --help-config lists the new keys with their defaults.
+  const std::string help = describe_config(TrainConfig{});
+  for (const char* k : {"critic.model_path", "critic.optim.lr", "critic.cliprange_value", "critic.ppo_epochs",
+                        "critic.micro_batch_size", "critic.loss_agg_mode", "trainer.critic_warmup",
+                        "algorithm.use_kl_in_reward", "algorithm.kl_penalty", "algorithm.kl_ctrl.type",
+                        "algorithm.kl_ctrl.kl_coef", "algorithm.kl_ctrl.target_kl", "algorithm.kl_ctrl.horizon"})
+    EXPECT_NE(help.find(k), std::string::npos) << k;
 }
 
 TEST(RLTrainerTest, ConfigErrorsNameTheKey) {

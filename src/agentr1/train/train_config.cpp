@@ -23,15 +23,19 @@ void RolloutConfig::validate() const {
   flow.validate();
 }
 
+void AlgorithmOptions::resolve() {
+  kl_penalty_type = with_context("algorithm.kl_penalty", [&] { return algo::kl_type_from_string(kl_penalty); });
+  validate();
+}
+
 void AlgorithmOptions::validate() const {
-  auto est = with_context("algorithm.adv_estimator", [&] { return algo::make_estimator(adv_estimator); });
-  AGENTR1_CHECK(!est->needs_values(),
-                "algorithm.adv_estimator '" << adv_estimator << "' needs a critic (values), which the "
-                "trainer does not provide yet; use grpo, rloo, reinforce_plus_plus, "
-                "reinforce_plus_plus_baseline or turn_rloo");
+  with_context("algorithm.adv_estimator", [&] { return algo::make_estimator(adv_estimator); });
   AGENTR1_CHECK(gamma > 0 && gamma <= 1, "algorithm.gamma must be in (0, 1], got " << gamma);
   AGENTR1_CHECK(lam >= 0 && lam <= 1, "algorithm.lam must be in [0, 1], got " << lam);
+  kl_ctrl.validate();
 }
+
+bool AlgorithmOptions::uses_critic() const { return algo::make_estimator(adv_estimator)->needs_values(); }
 
 void TrainerOptions::validate() const {
   AGENTR1_CHECK(total_steps >= 0, "trainer.total_steps must be >= 0, got " << total_steps);
@@ -39,14 +43,20 @@ void TrainerOptions::validate() const {
   AGENTR1_CHECK(save_freq >= 0, "trainer.save_freq must be >= 0, got " << save_freq);
   AGENTR1_CHECK(threads >= 0, "trainer.threads must be >= 0 (0 = all cores), got " << threads);
   AGENTR1_CHECK(tool_threads >= 1, "trainer.tool_threads must be >= 1, got " << tool_threads);
+  AGENTR1_CHECK(critic_warmup >= 0, "trainer.critic_warmup must be >= 0, got " << critic_warmup);
 }
 
 void TrainConfig::validate() {
   data.validate();
   rollout.validate();
-  algorithm.validate();
+  algorithm.resolve();
   trainer.validate();
   actor.resolve();
+  critic.resolve();
+  AGENTR1_CHECK(trainer.critic_warmup == 0 || algorithm.uses_critic(),
+                "trainer.critic_warmup=" << trainer.critic_warmup << " needs a critic, but algorithm.adv_estimator '"
+                    << algorithm.adv_estimator << "' does not use one (HINT: use gae or token_gae, or set "
+                    "trainer.critic_warmup=0)");
   AGENTR1_CHECK(model.dtype == "fp32" || model.dtype == "bf16",
                 "model.dtype must be fp32 or bf16, got '" << model.dtype << "'");
 }

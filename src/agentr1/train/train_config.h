@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <string>
 
+#include "agentr1/algo/kl_controller.h"
 #include "agentr1/core/json.h"
 #include "agentr1/flow/agent_flow.h"
 #include "agentr1/train/actor.h"
+#include "agentr1/train/critic.h"
 
 namespace agentr1::train {
 
@@ -86,15 +88,29 @@ struct AlgorithmOptions {
   bool norm_adv_by_std_in_grpo = true;  // false = Dr.GRPO
   double gamma = 1.0;                   // discount (reinforce_plus_plus, turn_rloo)
   double lam = 1.0;                     // GAE lambda (critic estimators)
+  bool use_kl_in_reward = false;        // subtract kl_coef * KL(pi_old || ref) from each action
+                                        // token's reward (needs the reference model)
+  std::string kl_penalty = "kl";        // KL estimator of the reward penalty: kl (k1) | abs |
+                                        // mse (k2) | low_var_kl (k3)
+  algo::KlControllerOptions kl_ctrl;    // the coefficient: fixed or adaptive
+  algo::KlType kl_penalty_type = algo::KlType::kK1;  // parsed kl_penalty (resolve())
   template <class V>
   void visit(V& v) {
     v.field("adv_estimator", adv_estimator,
-            "grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | turn_rloo");
+            "grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | turn_rloo | "
+            "gae (step-level, critic) | token_gae (critic)");
     v.field("norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo, "divide by the group std (false: Dr.GRPO)");
     v.field("gamma", gamma, "discount factor");
     v.field("lam", lam, "GAE lambda");
+    v.field("use_kl_in_reward", use_kl_in_reward, "penalise KL to the reference in the reward");
+    v.field("kl_penalty", kl_penalty, "reward KL estimator: kl (k1) | abs | mse (k2) | low_var_kl (k3)");
+    v.section("kl_ctrl", kl_ctrl, "KL-in-reward coefficient controller");
   }
+  // Parses kl_penalty, then validate(). Throws Error naming the key.
+  void resolve();
   void validate() const;
+  // True when adv_estimator needs a critic (gae, token_gae).
+  bool uses_critic() const;
 };
 
 struct TrainerOptions {
@@ -103,6 +119,7 @@ struct TrainerOptions {
   int save_freq = 0;              // checkpoint every this many steps (0 = end only)
   std::string output_dir;         // run directory; "" = runs/<run_name>
   std::string run_name;           // "" = <adv_estimator>-<yyyymmdd-hhmmss>
+  int critic_warmup = 0;          // the first N steps update only the critic (needs one)
   int seed = 42;                  // run seed (rollout sampling, init)
   int threads = 0;                // torch threads; 0 = all cores
   int tool_threads = 4;           // tool execution pool
@@ -115,6 +132,7 @@ struct TrainerOptions {
     v.field("save_freq", save_freq, "checkpoint every N steps (0 = only at the end)");
     v.field("output_dir", output_dir, "run directory; empty = runs/<run_name>");
     v.field("run_name", run_name, "run name; empty = <estimator>-<timestamp>");
+    v.field("critic_warmup", critic_warmup, "steps at the start that update only the critic");
     v.field("seed", seed, "run seed");
     v.field("threads", threads, "torch threads; 0 = all cores");
     v.field("tool_threads", tool_threads, "threads executing tool calls");
@@ -128,6 +146,7 @@ struct TrainConfig {
   DataOptions data;
   ModelOptions model;
   ActorOptions actor;
+  CriticOptions critic;
   RolloutConfig rollout;
   AlgorithmOptions algorithm;
   TrainerOptions trainer;
@@ -136,8 +155,9 @@ struct TrainConfig {
     v.section("data", data, "datasets");
     v.section("model", model, "policy model");
     v.section("actor", actor, "policy optimisation");
+    v.section("critic", critic, "value model (used by the gae and token_gae estimators)");
     v.section("rollout", rollout, "rollout engine and agent loop");
-    v.section("algorithm", algorithm, "advantage estimation");
+    v.section("algorithm", algorithm, "advantage estimation and KL in the reward");
     v.section("trainer", trainer, "loop, validation, checkpoints, run directory");
   }
   void validate();

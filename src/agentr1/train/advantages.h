@@ -1,0 +1,62 @@
+// agentr1/train/advantages.h — from rollouts and scored rows to the estimator's batch
+// and back: critic values, KL in the reward, advantages and returns per action token.
+//
+//   StepTokenValues kl = reward_token_kl(rows, trajs, algo::KlType::kK1);  // old - ref
+//   StepTokenValues values = gather_step_tokens(rows, trajs, &PackedRow::value);
+//   AdvantageInputs in;  in.values = &values;  in.token_kl = &kl;  in.kl_coef = ctl->value();
+//   AdvantageResult r = estimate_advantages(trajs, cfg.algorithm, in);
+//   scatter_step_tokens(rows, r.advantages, &PackedRow::advantage);
+//
+// KL in the reward (verl apply_kl_penalty with algorithm.kl_penalty): token_kl is
+// kl_penalty(old_logprob, ref_logprob) on every action token; the estimator subtracts
+// kl_coef * token_kl from each token's reward (algo/estimator.h's reward layout), so the
+// trajectory score becomes outcome + step rewards - kl_coef * sum(token_kl).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agentr1/algo/kl.h"
+#include "agentr1/core/trajectory.h"
+#include "agentr1/train/batch.h"
+#include "agentr1/train/train_config.h"
+
+namespace agentr1::train {
+
+struct AdvantageInputs {
+  const StepTokenValues* values = nullptr;    // critic values per action token ([traj][step][k],
+                                              // see critic.h for the position); nullptr = none
+  const StepTokenValues* token_kl = nullptr;  // per action token KL; nullptr = no KL in reward
+  double kl_coef = 0;                         // KL-in-reward coefficient (algorithm.kl_ctrl)
+};
+
+struct AdvantageResult {
+  StepTokenValues advantages;        // [traj][step][k]; empty for steps/trajectories without tokens
+  StepTokenValues returns;           // same shape (value targets for the critic)
+  std::vector<double> rewards;       // per trajectory: score with the KL penalty (= total_reward
+                                     // without KL in reward, and for trajectories without tokens)
+  double mean_kl = 0;                // mean over trajectories of their token-mean KL (verl's
+                                     // current_kl for the adaptive controller); 0 without KL
+  std::map<std::string, double> metrics;  // the estimator's (critic/advantages/..., critic/returns/...,
+                                          // critic/values/..., actor/reward_kl_penalty{,_coeff})
+};
+
+// Runs algorithm.adv_estimator. Trajectories without any response token are left out
+// of the estimator's batch (their entries stay empty). Step-level estimators (gae) get
+// V(s_t) = values[i][s][0], the value read at the step's last prompt token; token_gae
+// gets every value. Throws Error if the estimator needs values and none are given.
+AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const AlgorithmOptions& algo,
+                                    const AdvantageInputs& in);
+
+// kl_penalty(old_logprob, ref_logprob, type) at every action token of `rows`, shaped
+// [traj][step][k]. Throws Error if a row lacks old or reference log-probs.
+StepTokenValues reward_token_kl(const std::vector<PackedRow>& rows, const std::vector<Trajectory>& trajs,
+                                algo::KlType type);
+
+// rows[i].value_mask: 1 at the action tokens whose value the critic is trained on —
+// every action token (step_level = false, token_gae) or each step's first action token
+// (step_level = true: V(s_t) read at the last prompt token, gae).
+void set_value_mask(std::vector<PackedRow>& rows, bool step_level);
+
+}  // namespace agentr1::train

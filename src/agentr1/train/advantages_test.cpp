@@ -1,0 +1,160 @@
+// KL in the reward: token_kl and the score against hand-computed numbers and against a
+// direct per-row log-prob computation with a policy that differs from the reference;
+// the adaptive controller's direction; gae through estimate_advantages.
+#include "agentr1/train/advantages.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "agentr1/algo/kl_controller.h"
+#include "agentr1/core/error.h"
+#include "agentr1/model/model_test_util.h"
+#include "agentr1/train/actor.h"
+
+namespace agentr1::train {
+namespace {
+
+Trajectory one_step(const TokenIds& prompt, const TokenIds& response, float outcome, const std::string& group) {
+  Trajectory t;
+  t.uid = group + "-" + std::to_string(prompt.size());
+  t.group = group;
+  Step s;
+  s.prompt_ids = prompt;
+  s.response_ids = response;
+  s.response_logprobs.assign(response.size(), 0.0f);
+  t.steps.push_back(s);
+  t.outcome_reward = outcome;
+  return t;
+}
+
+StepTokenValues zeros_like(const std::vector<Trajectory>& trajs) {
+  StepTokenValues z(trajs.size());
+  for (size_t i = 0; i < trajs.size(); ++i)
+    for (const Step& s : trajs[i].steps) z[i].emplace_back(s.response_ids.size(), 0.0f);
+  return z;
+}
+
+TEST(KlInRewardTest, HandComputedTokenKlScoreAndReturns) {
+  // Prompt [5,6,7], response [8,9]: row tokens 3 and 4 are actions.
+  std::vector<Trajectory> trajs = {one_step({5, 6, 7}, {8, 9}, 1.0f, "g")};
+  std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, zeros_like(trajs), true);
+  ASSERT_EQ(rows.size(), 1u);
+  rows[0].old_logprob = {0, -0.3f, -0.7f, -1.0f, -2.0f};
+  rows[0].ref_logprob = {0, -9.0f, -9.0f, -1.5f, -1.9f};  // prompt entries must not matter
+  const StepTokenValues k1 = reward_token_kl(rows, trajs, algo::KlType::kK1);
+  ASSERT_EQ(k1[0][0].size(), 2u);
+  EXPECT_NEAR(k1[0][0][0], 0.5, 1e-6);   // -1.0 - (-1.5)
+  EXPECT_NEAR(k1[0][0][1], -0.1, 1e-6);  // -2.0 - (-1.9)
+  const StepTokenValues ab = reward_token_kl(rows, trajs, algo::KlType::kAbs);
+  EXPECT_NEAR(ab[0][0][1], 0.1, 1e-6);
+  const StepTokenValues k2 = reward_token_kl(rows, trajs, algo::KlType::kK2);
+  EXPECT_NEAR(k2[0][0][0], 0.125, 1e-6);  // 0.5 * 0.5^2
+
+  AlgorithmOptions a;
+  a.adv_estimator = "reinforce_plus_plus";
+  a.gamma = 1.0;
+  AdvantageInputs in;
+  in.token_kl = &k1;
+  in.kl_coef = 0.1;
+  AdvantageResult r = estimate_advantages(trajs, a, in);
+  // Token rewards: [-0.1*0.5, -0.1*(-0.1) + 1] = [-0.05, 1.01]; score 0.96.
+  EXPECT_NEAR(r.rewards[0], 0.96, 1e-6);
+  ASSERT_EQ(r.returns[0][0].size(), 2u);
+  EXPECT_NEAR(r.returns[0][0][0], 0.96, 1e-6);  // -0.05 + 1.01
+  EXPECT_NEAR(r.returns[0][0][1], 1.01, 1e-6);
+  EXPECT_NEAR(r.mean_kl, 0.2, 1e-6);  // token mean (0.5 - 0.1) / 2
+  EXPECT_NEAR(r.metrics.at("actor/reward_kl_penalty"), 0.2, 1e-6);
+  EXPECT_NEAR(r.metrics.at("actor/reward_kl_penalty_coeff"), 0.1, 1e-12);
+  // Without KL in the reward the score is the plain reward.
+  AdvantageResult plain = estimate_advantages(trajs, a, AdvantageInputs{});
+  EXPECT_NEAR(plain.rewards[0], 1.0, 1e-6);
+  EXPECT_EQ(plain.metrics.count("actor/reward_kl_penalty"), 0u);
+}
+
+TEST(KlInRewardTest, PolicyDifferentFromReferenceMatchesDirectLogprobs) {
+  using model::testing::spicy_model;
+  using model::testing::tiny_config;
+  model::Transformer policy = spicy_model(tiny_config(model::Arch::kQwen2), 1);
+  model::Transformer reference = spicy_model(tiny_config(model::Arch::kQwen2), 2);
+  std::vector<Trajectory> trajs = {one_step({3, 4, 5, 6, 7, 8}, {10, 11, 12}, 1.0f, "a"),
+                                   one_step({3, 4, 5, 6, 9}, {20, 21}, 0.0f, "a")};
+  std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, zeros_like(trajs), true);
+  ActorOptions ao;
+  ao.min_shared_prefix = 2;  // the shared-prefix path too
+  Actor pa(policy, ao), ra(reference, ao);
+  pa.fill_logprobs(rows, &PackedRow::old_logprob);
+  ra.fill_logprobs(rows, &PackedRow::ref_logprob);
+  const StepTokenValues kl = reward_token_kl(rows, trajs, algo::KlType::kK1);
+  double total_expected_penalty = 0;
+  for (size_t i = 0; i < trajs.size(); ++i) {
+    TokenIds full = trajs[i].steps[0].prompt_ids;
+    const TokenIds& resp = trajs[i].steps[0].response_ids;
+    full.insert(full.end(), resp.begin(), resp.end());
+    at::Tensor ids = at::empty({1, static_cast<int64_t>(full.size())}, at::kLong);
+    for (size_t t = 0; t < full.size(); ++t) ids[0][static_cast<int64_t>(t)] = full[t];
+    torch::NoGradGuard ng;
+    at::Tensor lp = model::token_logprobs(policy, ids), lr = model::token_logprobs(reference, ids);
+    const size_t p = trajs[i].steps[0].prompt_ids.size();
+    ASSERT_EQ(kl[i][0].size(), resp.size());
+    for (size_t k = 0; k < resp.size(); ++k) {
+      const int64_t col = static_cast<int64_t>(p + k - 1);  // logit predicting response token k
+      const double expect = lp[0][col].item<double>() - lr[0][col].item<double>();
+      EXPECT_NEAR(kl[i][0][k], expect, 1e-4) << "trajectory " << i << " token " << k;
+      if (i == 0) total_expected_penalty += expect;
+    }
+  }
+  EXPECT_GT(std::abs(total_expected_penalty), 1e-3) << "policy and reference must differ";
+  AlgorithmOptions a;
+  a.adv_estimator = "grpo";
+  AdvantageInputs in;
+  in.token_kl = &kl;
+  in.kl_coef = 0.05;
+  AdvantageResult r = estimate_advantages(trajs, a, in);
+  EXPECT_NEAR(r.rewards[0], 1.0 - 0.05 * total_expected_penalty, 1e-4);
+}
+
+TEST(KlInRewardTest, AdaptiveCoefficientFollowsTheMeasuredKl) {
+  std::vector<Trajectory> trajs = {one_step({5, 6}, {8, 9}, 1.0f, "g"), one_step({5, 7}, {8}, 0.0f, "g")};
+  AlgorithmOptions a;
+  a.adv_estimator = "rloo";
+  a.kl_ctrl.type = "adaptive";
+  a.kl_ctrl.kl_coef = 0.1;
+  a.kl_ctrl.target_kl = 0.05;
+  a.kl_ctrl.horizon = 10;
+  auto ctl = algo::make_kl_controller(a.kl_ctrl);
+  auto run = [&](float kl_value) {
+    StepTokenValues kl = {{{kl_value, kl_value}}, {{kl_value}}};
+    AdvantageInputs in;
+    in.token_kl = &kl;
+    in.kl_coef = ctl->value();
+    AdvantageResult r = estimate_advantages(trajs, a, in);
+    EXPECT_NEAR(r.mean_kl, kl_value, 1e-6);
+    ctl->update(r.mean_kl, static_cast<int64_t>(trajs.size()));
+  };
+  run(0.5f);  // far above target: error clipped to +0.2 -> value *= 1 + 0.2 * 2 / 10
+  EXPECT_NEAR(ctl->value(), 0.1 * 1.04, 1e-9);
+  const double up = ctl->value();
+  run(0.0f);  // below target: -0.2 -> value *= 0.96
+  EXPECT_NEAR(ctl->value(), up * 0.96, 1e-9);
+  EXPECT_LT(ctl->value(), up);
+}
+
+TEST(EstimateAdvantagesTest, StepGaeUsesTheValueAtEachStepsFirstToken) {
+  // Two one-step trajectories; gae with lam = gamma = 1 gives A = R - V(s_0).
+  std::vector<Trajectory> trajs = {one_step({5, 6}, {8, 9}, 1.0f, "g"), one_step({5, 7}, {8}, 0.0f, "g")};
+  StepTokenValues values = {{{0.25f, 99.0f}}, {{0.5f}}};  // only the first token's value counts
+  AlgorithmOptions a;
+  a.adv_estimator = "gae";
+  AdvantageInputs in;
+  in.values = &values;
+  AdvantageResult r = estimate_advantages(trajs, a, in);
+  EXPECT_NEAR(r.returns[0][0][0], 1.0, 1e-6);
+  EXPECT_NEAR(r.returns[0][0][1], 1.0, 1e-6);
+  EXPECT_NEAR(r.returns[1][0][0], 0.0, 1e-6);
+  EXPECT_NEAR(r.metrics.at("critic/values/mean"), (0.25 + 0.25 + 0.5) / 3, 1e-6);
+  // Without values the critic estimators refuse.
+  EXPECT_THROW(estimate_advantages(trajs, a, AdvantageInputs{}), Error);
+}
+
+}  // namespace
+}  // namespace agentr1::train
