@@ -29,6 +29,11 @@ struct SftArgs {
   int min_level = 0;
   int max_level = 0;
   int seed = 0;
+  int vocab_size = 0;
+  int digits_per_token = 0;
+  bool restate_expression = false;
+  bool use_system_prompt = false;
+  bool tools_in_prompt = false;
   int threads = 0;
   bool thinking = false;
   train::SftOptions sft;
@@ -46,6 +51,11 @@ int run_sft_cmd(SftArgs a) {
     dm.min_level = a.min_level;
     dm.max_level = a.max_level;
     dm.seed = a.seed;
+    dm.vocab_size = a.vocab_size;
+    dm.digits_per_token = a.digits_per_token;
+    dm.restate_expression = a.restate_expression;
+    dm.use_system_prompt = a.use_system_prompt;
+    dm.tools_in_prompt = a.tools_in_prompt;
     dm.sft = a.sft;
     std::cout << ensure_default_model(dm) << "\n";
     return 0;
@@ -59,7 +69,15 @@ int run_sft_cmd(SftArgs a) {
   if (!a.demos_file.empty()) {
     demos = tasks::read_jsonl_rows(a.demos_file);
   } else {
-    demos = generate_arith_demos(a.num_demos, a.seed, a.min_level, a.max_level, tmpl);
+    DemoSpec spec;
+    spec.n = a.num_demos;
+    spec.seed = a.seed;
+    spec.min_level = a.min_level;
+    spec.max_level = a.max_level;
+    spec.restate_expression = a.restate_expression;
+    spec.use_system_prompt = a.use_system_prompt;
+    spec.tools_in_prompt = a.tools_in_prompt;
+    demos = generate_arith_demos(spec, tmpl);
   }
   flow::FlowOptions fo;
   fo.enable_thinking = a.thinking;
@@ -89,6 +107,11 @@ Registrar reg("sft", "supervised fine-tuning on expert tool-use demonstrations",
   a->min_level = d.min_level;
   a->max_level = d.max_level;
   a->seed = d.seed;
+  a->vocab_size = d.vocab_size;
+  a->digits_per_token = d.digits_per_token;
+  a->restate_expression = d.restate_expression;
+  a->use_system_prompt = d.use_system_prompt;
+  a->tools_in_prompt = d.tools_in_prompt;
   a->sft = d.sft;
   app.add_option("--model", a->model, "HF model dir to fine-tune; omitted = build the built-in default model");
   app.add_option("--out", a->out, "output model dir (default for the built-in: runs/_builtin/model)");
@@ -98,6 +121,20 @@ Registrar reg("sft", "supervised fine-tuning on expert tool-use demonstrations",
   app.add_option("--min-level", a->min_level, "generated problems: fewest operations")->capture_default_str();
   app.add_option("--max-level", a->max_level, "generated problems: most operations")->capture_default_str();
   app.add_option("--seed", a->seed, "demonstration seed")->capture_default_str();
+  app.add_option("--restate-expression", a->restate_expression,
+                 "demos end \"<expr> = <v>\\n#### <v>\" (true) or just \"#### <v>\" (false)")
+      ->capture_default_str();
+  app.add_option("--system-prompt", a->use_system_prompt, "generated demos: start with the task's system prompt")
+      ->capture_default_str();
+  app.add_option("--tools-in-prompt", a->tools_in_prompt,
+                 "generated demos: the chat template lists the calculator's schema (RL prompts must match: "
+                 "rollout.env_kwargs.tools_in_prompt)")
+      ->capture_default_str();
+  app.add_option("--vocab-size", a->vocab_size, "built-in only: BPE vocabulary size")->capture_default_str();
+  app.add_option("--digits-per-token", a->digits_per_token,
+                 "built-in only: 1 = one digit per token (Qwen), 3 = numbers in chunks of up to 3 digits")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3));
   app.add_option("--epochs", a->sft.epochs, "passes over the demonstrations")->capture_default_str();
   app.add_option("--lr", a->sft.optim.lr, "peak learning rate")->capture_default_str();
   app.add_option("--warmup-steps", a->sft.optim.warmup_steps, "linear warm-up steps")->capture_default_str();

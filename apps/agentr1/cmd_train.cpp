@@ -6,10 +6,10 @@
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
-#include "agentr1/train/default_recipe.h"
 #include "agentr1/train/rl_trainer.h"
 #include "agentr1/train/train_config.h"
 #include "command.h"
+#include "train_setup.h"
 
 namespace agentr1::cli {
 namespace {
@@ -28,25 +28,14 @@ int run_train(const TrainArgs& a) {
     std::cout << describe_config(TrainConfig{});
     return 0;
   }
-  json tree = default_train_tree();
-  if (!a.config_file.empty()) {
-    json file = with_context("--config " + a.config_file, [&] { return load_yaml_file(a.config_file); });
-    // Report unknown keys of the file the same way as overrides (bind does it below).
-    merge_json(tree, file);
-  }
-  for (const auto& o : a.overrides) with_context("override '" + o + "'", [&] { apply_override(tree, o); });
-  TrainConfig cfg = load_train_config(tree);
-  set_threads(cfg.trainer.threads);
-  if (cfg.model.path.empty()) {
-    DefaultModelOptions dm;
-    dm.chat_template_file = a.chat_template;
-    cfg.model.path = ensure_default_model(dm);
-    tree["model"]["path"] = cfg.model.path;
-    if (cfg.trainer.run_name.empty() && cfg.trainer.output_dir.empty()) {
-      cfg.trainer.run_name = "default";
+  TrainTree resolved = resolve_train_tree(a.config_file, a.overrides, a.chat_template);
+  json& tree = resolved.tree;
+  if (resolved.builtin_model) {
+    const json& t = tree["trainer"];
+    if (t["run_name"].get<std::string>().empty() && t["output_dir"].get<std::string>().empty())
       tree["trainer"]["run_name"] = "default";
-    }
   }
+  TrainConfig cfg = load_train_config(tree);
   RLTrainer trainer(cfg, tree);
   RunSummary s = trainer.run(a.resume);
   std::cout << "\nrun: " << s.run_dir << "  (" << s.steps << " steps, " << static_cast<int>(s.wall_s)

@@ -78,6 +78,10 @@ class KwargsReader {
     if (!integral || std::fabs(v.get<double>()) > 2e9) throw type_error(key, "an integer", v);
     out = static_cast<int>(v.get<double>());
   }
+  static void read(const std::string& key, const json& v, bool& out) {
+    if (!v.is_boolean()) throw type_error(key, "true or false", v);
+    out = v.get<bool>();
+  }
   static void read(const std::string&, const json& v, json& out) { out = v; }
 
   const json& kwargs_;
@@ -165,6 +169,7 @@ ToolEnv::ToolEnv(const EnvContext& ctx, ToolEnvOptions options)
     tools_schema_.push_back(tool->schema());
     tools_.push_back(std::move(tool));
   }
+  if (!options_.tools_in_prompt) tools_schema_ = json();  // tools stay callable, unlisted
   format_ = with_context("tool env option 'tool_format'",
                          [&] { return text::make_tool_format(options_.tool_format); });
   policy_ = with_context("tool env option 'context_policy'", [&] {

@@ -60,6 +60,9 @@ struct ToolEnvOptions {
                                       // (each gets an error text); >= 1
   int max_tool_response_chars = 4096; // longer tool outputs are cut, with a note; 0 = no limit
   std::string context_policy = "append_only";  // "append_only" (token-exact) or "rerender"
+  bool tools_in_prompt = true;        // render the tools' schemas into the prompt (the chat
+                                      // template's tools block); false: a model that learned
+                                      // its tools in training sees no schema (shorter prompts)
 
   // Names every field once (for from_json/to_json and core/config.h's bind_config).
   template <class V>
@@ -75,6 +78,8 @@ struct ToolEnvOptions {
     v.field("max_tool_response_chars", max_tool_response_chars,
             "longer tool outputs are cut; 0 = no limit");
     v.field("context_policy", context_policy, "append_only (token-exact) or rerender");
+    v.field("tools_in_prompt", tools_in_prompt,
+            "render the tool schemas into the prompt; false = the model learned its tools");
   }
 
   // Builds options from kwargs (the flow defaults merged with the sample's env_kwargs;

@@ -228,6 +228,26 @@ TEST_F(EnvFixture, ResetRendersToolsBlockAndGenerationPrompt) {
   EXPECT_TRUE(contains(want, "\"name\": \"adder\"")) << want;
 }
 
+// tools_in_prompt = false: the prompt is the template rendered WITHOUT tools (no
+// schema block), yet the listed tools still run, and the kwargs reader takes a bool.
+TEST_F(EnvFixture, ToolsCanBeCallableButUnlisted) {
+  ToolEnvOptions o = ToolEnvOptions::from_json({{"tools", {"adder"}}, {"tools_in_prompt", false}});
+  EXPECT_FALSE(o.tools_in_prompt);
+  EXPECT_THROW(ToolEnvOptions::from_json({{"tools_in_prompt", "no"}}), Error);
+  ToolEnv env(ctx(), o);
+  const Sample s = user_sample("What is 2+3?");
+  const std::string prompt = tok().decode(env.reset(s).tokens());
+  EXPECT_EQ(prompt, py_render(s.prompt, json(), true));
+  EXPECT_FALSE(contains(prompt, "adder")) << prompt;
+  TokenIds response = tok().encode("<tool_call>\n{\"name\": \"adder\", \"arguments\": {\"a\": 2, \"b\": 3}}\n</tool_call>", true);
+  response.push_back(special("<|im_end|>"));
+  StepResult r = env.step(action_of(response));
+  EXPECT_EQ(r.info["tool_calls"], 1);
+  EXPECT_EQ(r.info["tool_errors"], 0);
+  EXPECT_TRUE(contains(tok().decode(r.observation.tokens()), "<tool_response>\n5\n</tool_response>"))
+      << tok().decode(r.observation.tokens());
+}
+
 // The heart of append-only: sampled ids kept verbatim, only the feedback is encoded,
 // and the text equals what the template renders for the conversation.
 TEST_F(EnvFixture, AppendOnlyIsTokenExactAndMatchesTheTemplate) {

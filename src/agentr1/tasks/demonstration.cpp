@@ -73,7 +73,8 @@ json expert_demonstration(const ArithProblem& p, const json& tool_schema_list, c
   AGENTR1_CHECK(final_value == std::to_string(p.ground_truth),
                 "expert_demonstration: the calculator gives " << final_value << " for '" << p.expression
                                                               << "' but the ground truth is " << p.ground_truth);
-  msgs.push_back({{"role", "assistant"}, {"content", summary + "\n#### " + final_value}});
+  const std::string final_text = opts.restate_expression ? summary + "\n#### " + final_value : "#### " + final_value;
+  msgs.push_back({{"role", "assistant"}, {"content", final_text}});
   return {{"messages", msgs}, {"tools", tool_schema_list}};
 }
 

@@ -34,6 +34,7 @@ struct DemoOptions {
   ArithPromptOptions prompt;                 // the prompt messages (as in the dataset)
   bool include_prompt = true;                // false: only the assistant/tool turns
   std::string call_preamble = "I will use the calculator.";  // content of the first call turn
+  bool restate_expression = true;            // final turn "<expr> = <v>\n#### <v>"; false: "#### <v>"
 };
 
 // Returns {"messages": [...], "tools": tool_schema_list}. Throws Error when

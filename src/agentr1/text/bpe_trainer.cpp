@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -119,13 +120,13 @@ std::string nfc(const char* s, size_t n, size_t doc_index) {
   return result;
 }
 
-// The Qwen regex compiled with PCRE2 (UTF + Unicode properties, JIT when available).
+// A pre-tokenizer regex compiled with PCRE2 (UTF + Unicode properties, JIT when available).
 class RegexSplitter {
  public:
-  RegexSplitter() {
+  explicit RegexSplitter(const std::string& pattern) {
     int err = 0;
     PCRE2_SIZE err_off = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kQwenPattern), PCRE2_ZERO_TERMINATED,
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), PCRE2_ZERO_TERMINATED,
                           PCRE2_UTF | PCRE2_UCP, &err, &err_off, nullptr);
     if (code_ == nullptr) {
       PCRE2_UCHAR msg[256];
@@ -206,6 +207,8 @@ void validate(const std::vector<std::string>& corpus, const BpeTrainerOptions& o
                 "train_bpe: vocab_size must be >= 256 byte symbols + " << n_special
                     << " special tokens = " << 256 + n_special << ", got " << o.vocab_size
                     << "; fix: raise vocab_size or pass fewer special_tokens");
+  AGENTR1_CHECK(o.digits_per_token >= 1 && o.digits_per_token <= 3,
+                "train_bpe: digits_per_token must be 1, 2 or 3, got " << o.digits_per_token);
   AGENTR1_CHECK(o.min_frequency >= 0,
                 "train_bpe: min_frequency must be >= 0, got " << o.min_frequency);
   AGENTR1_CHECK(o.max_token_bytes >= 0, "train_bpe: max_token_bytes must be >= 0 (0 = no limit), got "
@@ -412,12 +415,26 @@ const std::string& qwen_pretokenizer_pattern() {
   return pattern;
 }
 
+std::string pretokenizer_pattern(int digits_per_token) {
+  AGENTR1_CHECK(digits_per_token >= 1 && digits_per_token <= 3,
+                "digits_per_token must be 1 (Qwen: one digit per token), 2 or 3 (Llama 3 style), got "
+                    << digits_per_token);
+  std::string p = kQwenPattern;
+  if (digits_per_token == 1) return p;
+  const std::string one = "|\\p{N}|";
+  const size_t at = p.find(one);
+  AGENTR1_CHECK(at != std::string::npos, "pretokenizer_pattern: the Qwen pattern has no single-digit branch");
+  p.replace(at, one.size(), "|\\p{N}{1," + std::to_string(digits_per_token) + "}|");
+  return p;
+}
+
 json train_bpe(const std::vector<std::string>& corpus, const BpeTrainerOptions& opts) {
   validate(corpus, opts);
   const auto t0 = std::chrono::steady_clock::now();
 
   // 1. Count pre-tokens.
-  RegexSplitter splitter;
+  const std::string pattern = pretokenizer_pattern(opts.digits_per_token);
+  RegexSplitter splitter(pattern);
   std::unordered_map<std::string, int64_t> word_counts;
   word_counts.reserve(1 << 16);
   size_t total_bytes = 0;
@@ -432,6 +449,21 @@ json train_bpe(const std::vector<std::string>& corpus, const BpeTrainerOptions& 
                 "train_bpe: the corpus (" << corpus.size()
                                           << " documents) has no text outside special tokens; "
                                              "fix: pass documents with text");
+  if (opts.digits_per_token > 1) {
+    // Every digit string of 2..digits_per_token digits becomes a token, merged before
+    // anything else (their count outranks any corpus count), so that numbers split
+    // into whole chunks whatever the corpus held.
+    const int64_t first = int64_t{1} << 40;  // > any corpus count; sums cannot overflow
+    std::vector<std::string> level = {""};
+    for (int len = 1; len <= opts.digits_per_token; ++len) {
+      std::vector<std::string> next;
+      for (const auto& s : level)
+        for (char c = '0'; c <= '9'; ++c) next.push_back(s + c);
+      if (len >= 2)
+        for (const auto& w : next) word_counts[w] += first;
+      level = std::move(next);
+    }
+  }
   const auto t1 = std::chrono::steady_clock::now();
 
   // 2. Learn merges.
@@ -474,7 +506,7 @@ json train_bpe(const std::vector<std::string>& corpus, const BpeTrainerOptions& 
   out["normalizer"] = json{{"type", "NFC"}};
   json split = json::object();
   split["type"] = "Split";
-  split["pattern"] = json{{"Regex", qwen_pretokenizer_pattern()}};
+  split["pattern"] = json{{"Regex", pattern}};
   split["behavior"] = "Isolated";
   split["invert"] = false;
   json pre = json::object();

@@ -51,6 +51,12 @@ struct BpeTrainerOptions {
   // Longest learned token in bytes; merges that would produce a longer token are never
   // made. 0 = no limit (HF's default).
   int max_token_bytes = 0;
+  // Digits per pre-token: 1 = Qwen's pattern (every digit its own token); 2 or 3 =
+  // Llama 3 / GPT-4 style (\p{N}{1,k}: "6718" -> "671" "8") AND every digit string of
+  // up to k digits is made a token first (1,110 merges for k = 3), so numbers split
+  // into whole chunks. Small models copy a number from the prompt far more easily as
+  // one or two tokens than as four.
+  int digits_per_token = 1;
   // Write merges as ["a", "b"] arrays (tokenizers >= 0.20, as in Qwen3's file) instead of
   // the classic "a b" strings. Both load in HF tokenizers and tokenizers.js.
   bool merges_as_pairs = false;
@@ -58,6 +64,9 @@ struct BpeTrainerOptions {
 
 // The Qwen2/Qwen3 pre-tokenizer regex (Split pattern of Qwen's tokenizer.json).
 const std::string& qwen_pretokenizer_pattern();
+// The Qwen regex with its single-digit branch widened to \p{N}{1,k}; k = 1 gives the
+// Qwen regex itself. Throws Error unless 1 <= k <= 3.
+std::string pretokenizer_pattern(int digits_per_token);
 
 // Trains a byte-level BPE tokenizer on `corpus` (each element one document, UTF-8).
 // Returns a complete tokenizer.json object (see the top of this file).

@@ -667,5 +667,54 @@ TEST(BpeTrainer, DISABLED_Speed) {
   }
 }
 
+
+// digits_per_token = 3: numbers split into chunks of up to 3 digits, every such chunk
+// is one token, and the independent reference (tokenizers.js reading our file, with
+// its own regex engine) encodes number-heavy text to the same ids.
+TEST(BpeTrainer, DigitChunksAreWholeTokensAndMatchTheReference) {
+  require_reference();
+  if (::testing::Test::HasFatalFailure()) return;
+  TempDir dir("digits3");
+  BpeTrainerOptions o = options(1600);
+  o.digits_per_token = 3;
+  const json tok = train_bpe(make_corpus(5, 60000), o);
+  const json& vocab = tok["model"]["vocab"];
+  int missing = 0;
+  for (int n = 0; n < 1000; ++n)
+    for (int width = 1; width <= 3; ++width) {
+      std::string s = std::to_string(n);
+      if (static_cast<int>(s.size()) > width) continue;
+      s = std::string(static_cast<size_t>(width) - s.size(), '0') + s;  // "7", "07", "007"
+      missing += !vocab.contains(s);
+    }
+  EXPECT_EQ(missing, 0) << "every 1-3 digit string must be a token";
+  EXPECT_NE(tok["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"].get<std::string>().find("\\p{N}{1,3}"),
+            std::string::npos);
+  const std::string tok_dir = dir / "tok";
+  write_trained_tokenizer(tok_dir, tok, make_tokenizer_config("{{ messages }}", "<|im_end|>", "<|endoftext|>"));
+  const std::vector<std::string> texts = {
+      "6718 + 333 = 7051", "A warehouse stores 3120 boxes.", "210308", "x1234567y", "007 and 0.5 and 1e10",
+      "٣٤٥ Arabic-Indic digits ٣٤٥٦", "Ⅻ roman numeral, ² superscript", "12,345,678 people", "$4.99 each"};
+  write_file(dir / "held.jsonl", to_jsonl(texts));
+  const auto rows = parse_jsonl(run("node " + kRefDir + "/bpe_encode.mjs " + tok_dir + " " + (dir / "held.jsonl"),
+                                    dir / "err.txt"));
+  ASSERT_EQ(rows.size(), texts.size());
+#if AGENTR1_BPE_TEST_HAS_TOKENIZER
+  Tokenizer ours = Tokenizer::load(tok_dir);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const auto o_ids = ours.encode(texts[i]);
+    EXPECT_EQ(std::vector<int32_t>(o_ids.begin(), o_ids.end()), rows[i]["ids"].get<std::vector<int32_t>>())
+        << "agentr1 Tokenizer vs reference: " << texts[i];
+    EXPECT_EQ(rows[i]["decoded"], rows[i]["nfc"]) << texts[i];
+  }
+  const auto ids = ours.encode("6718");
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ours.decode({ids[0]}), "671");
+  EXPECT_EQ(ours.decode({ids[1]}), "8");
+#endif
+  EXPECT_THROW(pretokenizer_pattern(4), Error);
+  EXPECT_EQ(pretokenizer_pattern(1), qwen_pretokenizer_pattern());
+}
+
 }  // namespace
 }  // namespace agentr1::text

@@ -38,15 +38,21 @@ void ActorOptions::validate() const {
   AGENTR1_CHECK(micro_batch_size >= 1, "actor.micro_batch_size must be >= 1, got " << micro_batch_size);
   AGENTR1_CHECK(kl_loss_coef >= 0, "actor.kl_loss_coef must be >= 0, got " << kl_loss_coef);
   AGENTR1_CHECK(min_shared_prefix >= 0, "actor.min_shared_prefix must be >= 0 (0 = off), got " << min_shared_prefix);
+  AGENTR1_CHECK(temperature > 0 && std::isfinite(temperature),
+                "actor temperature must be > 0 (it follows rollout.temperature, which must be > 0 for RL "
+                "sampling), got " << temperature);
   AGENTR1_CHECK(max_consecutive_skips >= 1,
                 "actor.max_consecutive_skips must be >= 1, got " << max_consecutive_skips);
   loss.validate();
 }
 
-at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, at::Tensor* entropy) {
+at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, at::Tensor* entropy,
+                           double temperature) {
   // logits: [B,T,V] fp32; keep positions 0..T-2 which predict tokens 1..T-1.
   at::Tensor logits = model->forward(batch.input_ids, batch.positions, batch.segment_ids, batch.prefix_ids);
-  at::Tensor logp_all = at::log_softmax(logits.slice(/*dim=*/1, 0, -1), /*dim=*/-1);  // [B,T-1,V]
+  logits = logits.slice(/*dim=*/1, 0, -1);
+  if (temperature != 1.0) logits = logits / temperature;
+  at::Tensor logp_all = at::log_softmax(logits, /*dim=*/-1);  // [B,T-1,V]
   at::Tensor lp = logp_all.gather(/*dim=*/-1, batch.targets.unsqueeze(-1)).squeeze(-1);
   if (entropy != nullptr) *entropy = -(logp_all.exp() * logp_all).sum(/*dim=*/-1);
   return lp;
@@ -75,7 +81,7 @@ void Actor::fill_logprobs(std::vector<PackedRow>& rows, std::vector<float> Packe
   policy_->eval();
   for (const auto& mb : make_micro_batches(rows, opts_.micro_batch_size, opts_.micro_batch_max_tokens)) {
     TrainBatch b = collate(rows, mb, opts_.min_shared_prefix);
-    at::Tensor lp = target_logprobs(policy_, b).contiguous();
+    at::Tensor lp = target_logprobs(policy_, b, nullptr, opts_.temperature).contiguous();
     auto acc = lp.accessor<float, 2>();
     const size_t p = static_cast<size_t>(b.prefix_len);
     for (size_t i = 0; i < mb.size(); ++i) {
@@ -152,7 +158,7 @@ std::map<std::string, double> Actor::update(const std::vector<PackedRow>& rows) 
         AGENTR1_CHECK(b.old_logprobs.defined(), "Actor::update: old log-probs were not computed");
         const bool need_entropy = opts_.entropy_coeff != 0.0;
         at::Tensor ent;
-        at::Tensor lp = target_logprobs(policy_, b, &ent);
+        at::Tensor lp = target_logprobs(policy_, b, &ent, opts_.temperature);
         // Weight so that the sum over micro-batches equals the mini-batch aggregate.
         const bool by_token = opts_.loss.agg == algo::LossAgg::kTokenMean;
         const double w = by_token ? static_cast<double>(b.num_action_tokens) / mini_tokens

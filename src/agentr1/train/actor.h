@@ -65,6 +65,9 @@ struct ActorOptions {
   int64_t min_shared_prefix = 16;   // compute a micro-batch's common row prefix once when it
                                     // has at least this many tokens; 0 = off
   int max_consecutive_skips = 5;    // non-finite updates in a row before giving up
+  double temperature = 1.0;         // log-probs of logits / temperature, as the sampler drew
+                                    // them (set from rollout.temperature by the trainer; not a
+                                    // config key of its own, as in verl); > 0
   // Config-file spellings (verl names) of the enum-valued options above; resolve()
   // parses them into `loss` and `kl_loss_type`.
   double clip_ratio = 0.2;          // default for clip_ratio_low/high when those are < 0
@@ -101,10 +104,11 @@ struct ActorOptions {
   }
 };
 
-// Log-probs of batch.targets under `model`: [B,T-1] fp32. If entropy != nullptr it
-// receives the per-position entropy [B,T-1]. Grad flows unless under NoGradGuard.
+// Log-probs of batch.targets under `model` with logits divided by `temperature` (the
+// distribution the sampler drew from): [B,T-1] fp32. If entropy != nullptr it receives
+// the per-position entropy [B,T-1]. Grad flows unless under NoGradGuard.
 at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch,
-                           at::Tensor* entropy = nullptr);
+                           at::Tensor* entropy = nullptr, double temperature = 1.0);
 
 class Actor {
  public:

@@ -197,6 +197,32 @@ TEST(ActorTest, SharedPrefixGivesTheSameLogprobsAndUpdate) {
   EXPECT_LT(wdiff, 1e-5);   // and the same thing with the shared prefix
 }
 
+// With a sampling temperature the learner scores log_softmax(logits / T), the
+// distribution the engine sampled from (checked against a direct computation).
+TEST(ActorTest, LogprobsUseTheSamplingTemperature) {
+  auto model = model::init_random(tiny_config(), 4);
+  ActorOptions o;
+  o.temperature = 0.5;
+  Actor actor(model, o);
+  auto rows = pack_trajectories({two_turn(0)}, {1.f}, true);
+  actor.fill_logprobs(rows, &PackedRow::old_logprob);
+  at::NoGradGuard ng;
+  const TokenIds& toks = rows[0].tokens;
+  at::Tensor ids = at::tensor(std::vector<int64_t>(toks.begin(), toks.end())).unsqueeze(0);
+  at::Tensor logp = at::log_softmax(model->forward(ids)[0] / 0.5, -1);
+  double max_diff = 0, vs_t1 = 0;
+  for (size_t t = 1; t < toks.size(); ++t) {
+    const double want = logp[t - 1][toks[t]].item<double>();
+    max_diff = std::max(max_diff, std::abs(rows[0].old_logprob[t] - want));
+    vs_t1 = std::max(vs_t1, std::abs(want - at::log_softmax(model->forward(ids)[0], -1)[t - 1][toks[t]].item<double>()));
+  }
+  EXPECT_LT(max_diff, 1e-5);
+  EXPECT_GT(vs_t1, 1e-3);  // T matters here, so the check can fail
+  ActorOptions bad;
+  bad.temperature = 0;
+  EXPECT_THROW(bad.resolve(), Error);
+}
+
 TEST(ActorTest, PositiveAdvantageRaisesLogprob) {
   auto model = model::init_random(tiny_config(), 3);
   ActorOptions o;

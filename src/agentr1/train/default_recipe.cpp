@@ -38,6 +38,10 @@ DefaultModelOptions::DefaultModelOptions() {
 json DefaultModelOptions::to_json() const {
   json j;
   j["vocab_size"] = vocab_size;
+  j["digits_per_token"] = digits_per_token;
+  j["restate_expression"] = restate_expression;
+  j["use_system_prompt"] = use_system_prompt;
+  j["tools_in_prompt"] = tools_in_prompt;
   j["corpus_problems"] = corpus_problems;
   j["hidden_size"] = hidden_size;
   j["num_layers"] = num_layers;
@@ -51,7 +55,7 @@ json DefaultModelOptions::to_json() const {
   j["seed"] = seed;
   j["sft"] = {{"lr", sft.optim.lr}, {"warmup_steps", sft.optim.warmup_steps},
               {"epochs", sft.epochs}, {"batch_size", sft.batch_size}};
-  j["recipe_version"] = 1;
+  j["recipe_version"] = 2;
   return j;
 }
 
@@ -90,27 +94,32 @@ json tool_schemas() {
 
 }  // namespace
 
-std::vector<json> generate_arith_demos(int n, int seed, int min_level, int max_level,
-                                       const text::ChatTemplate& tmpl,
+std::vector<json> generate_arith_demos(const DemoSpec& spec, const text::ChatTemplate& tmpl,
                                        std::vector<std::string>* rendered) {
   tasks::register_builtin_tasks();
   const json tools = tool_schemas();
   text::RenderOptions ro;
   ro.enable_thinking = false;
   tasks::ArithmeticOptions ao;
-  ao.min_level = min_level;
-  ao.max_level = max_level;
+  ao.min_level = spec.min_level;
+  ao.max_level = spec.max_level;
   ao.split = tasks::DataSplit::kTrain;
   tasks::ArithDatasetOptions dso;
   dso.problem = ao;
+  dso.prompt.use_system_prompt = spec.use_system_prompt;
+  tasks::DemoOptions demo_opts;
+  demo_opts.restate_expression = spec.restate_expression;
+  demo_opts.prompt = dso.prompt;
   std::vector<json> demos;
-  for (int i = 0; i < n; ++i) {
-    tasks::ArithProblem p = tasks::generate_problem(static_cast<uint64_t>(seed), i, ao);
-    json demo = tasks::expert_demonstration(p, tools);
+  for (int i = 0; i < spec.n; ++i) {
+    tasks::ArithProblem p = tasks::generate_problem(static_cast<uint64_t>(spec.seed), i, ao);
+    json demo = tasks::expert_demonstration(p, tools, demo_opts);
     const json& msgs = demo["messages"];
-    if (rendered != nullptr) rendered->push_back(tmpl.render(msgs, tools, false, ro));
+    if (rendered != nullptr)
+      rendered->push_back(tmpl.render(msgs, spec.tools_in_prompt ? tools : json(), false, ro));
     json d;
     d["sample"] = tasks::arith_problem_to_sample(p, dso).to_json();
+    if (!spec.tools_in_prompt) d["sample"]["env_kwargs"]["tools_in_prompt"] = false;
     json actions = json::array();
     for (const auto& m : msgs)
       if (m["role"] == "assistant") actions.push_back(assistant_action_text(m, "<|im_end|>"));
@@ -138,8 +147,15 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
 
   // 1. Demonstrations (train split), rendered into the tokenizer corpus too.
   std::vector<std::string> corpus;
-  std::vector<json> demos = generate_arith_demos(std::max(o.demos, o.corpus_problems), o.seed,
-                                                 o.min_level, o.max_level, tmpl, &corpus);
+  DemoSpec spec;
+  spec.n = std::max(o.demos, o.corpus_problems);
+  spec.seed = o.seed;
+  spec.min_level = o.min_level;
+  spec.max_level = o.max_level;
+  spec.restate_expression = o.restate_expression;
+  spec.use_system_prompt = o.use_system_prompt;
+  spec.tools_in_prompt = o.tools_in_prompt;
+  std::vector<json> demos = generate_arith_demos(spec, tmpl, &corpus);
   corpus.resize(std::min<size_t>(corpus.size(), static_cast<size_t>(o.corpus_problems)));
   demos.resize(static_cast<size_t>(o.demos));
   make_dirs(o.dir);
@@ -148,6 +164,7 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
                     << corpus.size() << " rendered episodes";
   text::BpeTrainerOptions bo;
   bo.vocab_size = o.vocab_size;
+  bo.digits_per_token = o.digits_per_token;
   json tok_json = text::train_bpe(corpus, bo);
   text::write_trained_tokenizer(o.dir, tok_json,
                                 text::make_tokenizer_config(chat_template, "<|im_end|>", "<|endoftext|>"));
@@ -193,6 +210,11 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
   model::save_pretrained(policy, o.dir, at::kFloat);
   out.write_json("recipe.json", want);
   return o.dir;
+}
+
+std::vector<std::string> default_model_train_overrides(const DefaultModelOptions& o) {
+  return {std::string("data.use_system_prompt=") + (o.use_system_prompt ? "true" : "false"),
+          std::string("rollout.env_kwargs.tools_in_prompt=") + (o.tools_in_prompt ? "true" : "false")};
 }
 
 }  // namespace agentr1::train

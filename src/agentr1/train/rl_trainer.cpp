@@ -69,6 +69,7 @@ std::vector<Sample> load_or_generate(const std::string& files, int64_t n, uint64
   o.problem.min_level = d.min_level;
   o.problem.max_level = d.max_level;
   o.problem.split = split;
+  o.prompt.use_system_prompt = d.use_system_prompt;
   return tasks::make_arith_dataset(n, seed, o);
 }
 
@@ -134,6 +135,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree) : s_(std::make_unique<State>())
   eo.detokenize = [tok](const TokenIds& ids) { return tok->decode(ids); };
   s.engine = std::make_unique<rollout::Engine>(s.policy, eo);
   ActorOptions ao = c.actor;
+  ao.temperature = c.rollout.flow.sampling.temperature;  // score what the sampler drew from
   s.actor = std::make_unique<Actor>(s.policy, ao);
   if (c.algorithm.uses_critic()) {
     ValueModel vm = make_value_model(c.critic.model_path, s.policy, dtype);
@@ -280,6 +282,7 @@ RunSummary RLTrainer::run(bool resume) {
     if (s.reference) {
       t0 = Clock::now();
       ActorOptions ro = c.actor;
+      ro.temperature = c.rollout.flow.sampling.temperature;
       Actor ref(s.reference, ro);
       ref.fill_logprobs(rows, &PackedRow::ref_logprob);
       m["timing/ref"] = seconds_since(t0);

@@ -31,6 +31,7 @@ struct DataOptions {
   int max_level = 1;              // generated problems: most operations
   int seed = 1;                   // seed of the generated datasets and the sampling order
   bool skip_bad_rows = false;     // malformed JSONL rows: warn and skip instead of failing
+  bool use_system_prompt = true;  // generated problems: start with the task's system prompt
   template <class V>
   void visit(V& v) {
     v.field("train_files", train_files, "training JSONL (Agent-R1 sample schema); empty = generated");
@@ -42,6 +43,7 @@ struct DataOptions {
     v.field("max_level", max_level, "generated problems: most operations (1..4)");
     v.field("seed", seed, "dataset generation and sampling-order seed");
     v.field("skip_bad_rows", skip_bad_rows, "skip malformed JSONL rows with a warning");
+    v.field("use_system_prompt", use_system_prompt, "generated problems: prepend the task's system prompt");
   }
   void validate() const;
 };
