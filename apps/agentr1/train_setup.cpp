@@ -19,7 +19,7 @@ json layered_tree(const std::string& config_file, const std::vector<std::string>
     // Unknown keys of the file are reported like overrides (when the tree is bound).
     merge_json(tree, file);
   }
-  for (const auto& o : overrides) with_context("override '" + o + "'", [&] { apply_override(tree, o); });
+  for (const auto& o : overrides) apply_override(tree, o);  // its errors name the override
   return tree;
 }
 

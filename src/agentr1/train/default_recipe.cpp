@@ -214,7 +214,14 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
 
 std::vector<std::string> default_model_train_overrides(const DefaultModelOptions& o) {
   return {std::string("data.use_system_prompt=") + (o.use_system_prompt ? "true" : "false"),
-          std::string("rollout.env_kwargs.tools_in_prompt=") + (o.tools_in_prompt ? "true" : "false")};
+          std::string("++rollout.env_kwargs.tools_in_prompt=") + (o.tools_in_prompt ? "true" : "false"),
+          "actor.optim.lr=3e-4",
+          "rollout.n=16",
+          "rollout.temperature=0.7",
+          "actor.ppo_mini_batch_size=64",
+          "trainer.total_steps=150",
+          "trainer.test_freq=25",
+          "data.val_size=128"};
 }
 
 }  // namespace agentr1::train

@@ -12,6 +12,7 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/text/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
+#include "agentr1/train/compare.h"
 #include "agentr1/train/rl_trainer.h"
 #include "agentr1/train/run_dir.h"
 #include "agentr1/train/train_config.h"
@@ -282,6 +283,56 @@ TEST(RLTrainerTest, ConfigErrorsNameTheKey) {
   }
   apply_override(tree, "rollout.n=0");
   EXPECT_THROW(load_train_config(tree), Error);
+}
+
+// The comparison runs each method from the same checkpoint and seeds, and writes a
+// table, JSON with per-method validation curves, and the plot's data and script.
+TEST(CompareTest, RunsMethodsAndWritesTableAndPlotFiles) {
+  const std::string dir = make_tiny_model_dir();
+  json tree = default_train_tree();
+  for (const std::string& o : std::vector<std::string>{
+           "model.path=" + dir + "/model", "trainer.total_steps=1", "trainer.test_freq=1", "trainer.threads=1",
+           "data.train_batch_size=2", "data.val_size=2", "rollout.n=2", "rollout.val_k=1",
+           "rollout.max_new_tokens=6", "rollout.max_prompt_tokens=2048", "rollout.max_steps=2",
+           "trainer.progress=false", "trainer.dump_trajectories=0"})
+    apply_override(tree, o);
+  CompareOptions o;
+  o.methods = {"grpo", "ppo"};
+  o.out_dir = dir + "/cmp";
+  o.plot = std::system("gnuplot --version > /dev/null 2>&1") == 0;
+  CompareResult r = run_comparison(tree, o);
+  ASSERT_EQ(r.methods.size(), 2u);
+  EXPECT_EQ(r.baseline_spread, 0.0) << "same checkpoint + seeds: identical step-0 validations";
+  for (const auto& m : r.methods) {
+    EXPECT_EQ(m.curve.size(), 2u) << m.method;  // validations at steps 0 and 1
+    EXPECT_TRUE(fs::exists(o.out_dir + "/" + m.method + "/summary.json")) << m.method;
+  }
+  // ppo really ran with the critic: its run logged critic metrics, grpo's did not.
+  EXPECT_NE(read_text_file(o.out_dir + "/ppo/metrics.jsonl").find("critic/vf_loss"), std::string::npos);
+  EXPECT_EQ(read_text_file(o.out_dir + "/grpo/metrics.jsonl").find("critic/vf_loss"), std::string::npos);
+  const std::string md = read_text_file(o.out_dir + "/comparison.md");
+  for (const char* row : {"| training-free baseline |", "| grpo |", "| ppo |"})
+    EXPECT_NE(md.find(row), std::string::npos) << md;
+  const json j = json::parse(read_text_file(o.out_dir + "/comparison.json"));
+  ASSERT_EQ(j["methods"].size(), 2u);
+  EXPECT_EQ(j["methods"][1]["method"], "ppo");
+  EXPECT_EQ(j["methods"][0]["curve"][1][0], 1);
+  const std::string dat = read_text_file(o.out_dir + "/val_accuracy.dat");
+  EXPECT_NE(dat.find("# grpo"), std::string::npos);
+  EXPECT_NE(dat.find("# ppo"), std::string::npos);
+  EXPECT_TRUE(fs::exists(o.out_dir + "/val_accuracy.gp"));
+  if (o.plot) EXPECT_GT(fs::file_size(o.out_dir + "/val_accuracy.png"), 1000u);
+  EXPECT_EQ(read_validation_curve(o.out_dir + "/grpo/metrics.jsonl"), r.methods[0].curve);
+
+  CompareOptions bad = o;
+  bad.methods = {"grpo", "dpo"};
+  try {
+    run_comparison(tree, bad);
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown comparison method 'dpo'; known: grpo, ppo"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
