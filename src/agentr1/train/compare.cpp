@@ -76,7 +76,7 @@ void write_plot(const CompareResult& r, const CompareOptions& opts) {
   out.write_text("val_accuracy.dat", dat.str());
   std::ostringstream gp;
   gp << "# agentr1 compare: held-out greedy accuracy over RL steps (gnuplot val_accuracy.gp)\n"
-     << "set terminal png size 900,560\n"
+     << "set terminal png size 900,560 noenhanced\n"
      << "set output '" << r.out_dir << "/val_accuracy.png'\n"
      << "set title 'Held-out greedy accuracy, arithmetic tool task'\n"
      << "set xlabel 'RL step'\nset ylabel 'greedy success rate'\nset yrange [0:1]\n"
