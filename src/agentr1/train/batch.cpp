@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <unordered_map>
 
 #include "agentr1/core/error.h"
 
@@ -128,6 +129,25 @@ StepTokenValues gather_step_tokens(const std::vector<PackedRow>& rows,
                                                      << " entries for " << row.tokens.size() << " tokens");
     for (size_t t = 0; t < row.tokens.size(); ++t)
       if (row.action[t]) out[static_cast<size_t>(row.trajectory)][static_cast<size_t>(row.step_of[t])].push_back(v[t]);
+  }
+  return out;
+}
+
+std::vector<std::vector<PackedRow>> trajectory_mini_batches(const std::vector<PackedRow>& rows,
+                                                            int64_t trajectories_per_mini) {
+  std::vector<int64_t> trajs;  // in first-appearance order
+  std::unordered_map<int64_t, std::vector<size_t>> rows_of;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    auto [it, fresh] = rows_of.try_emplace(rows[r].trajectory);
+    if (fresh) trajs.push_back(rows[r].trajectory);
+    it->second.push_back(r);
+  }
+  const size_t per = trajectories_per_mini > 0 ? static_cast<size_t>(trajectories_per_mini) : trajs.size();
+  std::vector<std::vector<PackedRow>> out;
+  for (size_t start = 0; start < trajs.size(); start += per) {
+    out.emplace_back();
+    for (size_t k = start; k < std::min(trajs.size(), start + per); ++k)
+      for (size_t r : rows_of[trajs[k]]) out.back().push_back(rows[r]);
   }
   return out;
 }

@@ -83,6 +83,12 @@ StepTokenValues gather_step_tokens(const std::vector<PackedRow>& rows,
                                    const std::vector<Trajectory>& trajs,
                                    std::vector<float> PackedRow::*field);
 
+// Mini-batches for one optimiser step each (Actor and Critic updates): rows grouped by
+// trajectory, so a trajectory's rows always share a step, `trajectories_per_mini`
+// trajectories per group in first-appearance order (<= 0 = all in one group).
+std::vector<std::vector<PackedRow>> trajectory_mini_batches(const std::vector<PackedRow>& rows,
+                                                            int64_t trajectories_per_mini);
+
 // Groups row indices into micro-batches of at most max_rows rows and max_tokens padded
 // tokens (rows * longest; 0 = unlimited), rows sorted by length to limit padding.
 std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,

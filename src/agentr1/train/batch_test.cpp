@@ -65,6 +65,23 @@ TEST(PackTest, MergesAppendOnlyStepsIntoOneRow) {
   EXPECT_EQ(pack_trajectories(trajs, {0.5f}, true).size(), 2u);
 }
 
+TEST(PackTest, MiniBatchesKeepATrajectorysRowsTogether) {
+  // Unmerged: each trajectory gives 2 rows; rows of trajectories 0,1,2 interleaved.
+  auto rows = pack_trajectories({two_turn(0), two_turn(1), two_turn(2)}, {1.f, 2.f, 3.f}, false);
+  std::vector<PackedRow> shuffled = {rows[2], rows[0], rows[4], rows[3], rows[1], rows[5]};
+  auto minis = trajectory_mini_batches(shuffled, 2);
+  ASSERT_EQ(minis.size(), 2u);
+  ASSERT_EQ(minis[0].size(), 4u);  // trajectories 1 and 0 (first-appearance order)
+  EXPECT_EQ(minis[0][0].trajectory, 1);
+  EXPECT_EQ(minis[0][1].trajectory, 1);
+  EXPECT_EQ(minis[0][2].trajectory, 0);
+  EXPECT_EQ(minis[0][3].trajectory, 0);
+  ASSERT_EQ(minis[1].size(), 2u);
+  EXPECT_EQ(minis[1][0].trajectory, 2);
+  EXPECT_EQ(trajectory_mini_batches(shuffled, 0).size(), 1u);
+  EXPECT_EQ(trajectory_mini_batches(shuffled, 0)[0].size(), 6u);
+}
+
 TEST(PackTest, CollateShiftsTargets) {
   auto rows = pack_trajectories({two_turn(0)}, {2.0f}, false);
   TrainBatch b = collate(rows, {0, 1});

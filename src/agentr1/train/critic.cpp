@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <unordered_map>
 
 #include "agentr1/algo/loss_agg.h"
 #include "agentr1/core/error.h"
@@ -179,25 +178,15 @@ std::map<std::string, double> Critic::update(const std::vector<PackedRow>& rows)
   model_->train();
   std::map<std::string, double> sum;
   int64_t n_updates = 0;
-  std::vector<int64_t> trajs;
-  std::unordered_map<int64_t, std::vector<int64_t>> rows_of;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    if (!rows_of.count(rows[r].trajectory)) trajs.push_back(rows[r].trajectory);
-    rows_of[rows[r].trajectory].push_back(static_cast<int64_t>(r));
-  }
   auto value_tokens = [](const PackedRow& r) {
     double n = 0;
     for (float m : r.value_mask) n += m;
     return n;
   };
-  const size_t per_mini = opts_.ppo_mini_batch_size > 0 ? static_cast<size_t>(opts_.ppo_mini_batch_size)
-                                                        : trajs.size();
   const bool by_token = opts_.loss.agg == algo::LossAgg::kTokenMean;
+  const auto minis = trajectory_mini_batches(rows, opts_.ppo_mini_batch_size);
   for (int epoch = 0; epoch < opts_.ppo_epochs; ++epoch) {
-    for (size_t start = 0; start < trajs.size(); start += per_mini) {
-      std::vector<PackedRow> mini;
-      for (size_t k = start; k < std::min(trajs.size(), start + per_mini); ++k)
-        for (int64_t r : rows_of[trajs[k]]) mini.push_back(rows[r]);
+    for (const auto& mini : minis) {
       double mini_tokens = 0;
       int64_t mini_rows = 0;
       for (const auto& r : mini) {
