@@ -4,7 +4,9 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/env/tool.h"
+#include "agentr1/tasks/arithmetic_family.h"
 #include "agentr1/tasks/reward.h"
+#include "agentr1/tasks/task_family.h"
 
 namespace agentr1::tasks {
 
@@ -47,6 +49,9 @@ void register_builtin_tasks() {
     register_reward_fn("arith_calc", gsm8k);
     register_reward_fn("gsm8k", gsm8k);
     register_reward_fn("openai/gsm8k", gsm8k);
+    register_task_family("arithmetic", [](const json& kwargs) -> std::unique_ptr<TaskFamily> {
+      return std::make_unique<ArithmeticFamily>(ArithmeticFamilyOptions::from_json(kwargs));
+    });
   });
 }
 

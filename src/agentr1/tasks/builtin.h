@@ -1,8 +1,10 @@
-// agentr1/tasks/builtin.h — registers the tasks layer's tools and reward functions.
+// agentr1/tasks/builtin.h — registers the tasks layer's tools, reward functions and
+// task families.
 //
 //   agentr1::tasks::register_builtin_tasks();   // once at start-up (idempotent)
 //   auto calc = env::make_tool("calculator");
 //   auto reward = tasks::make_reward_fn("arith_calc");
+//   auto family = tasks::make_task_family("arithmetic", {{"max_level", 2}});
 //
 // Static libraries drop unreferenced self-registering objects, so registration is an
 // explicit call rather than a static initialiser.
@@ -14,6 +16,9 @@
 //   reward "gsm8k"               gsm8k scorer, strict by default
 //   reward "openai/gsm8k"        the same (verl's data_source name)
 //   reward kwargs: {"method": "strict"|"flexible", "score", "format_score", "clip_chars"}
+//   task family "arithmetic"     kwargs {"min_level", "max_level", "use_system_prompt",
+//                                "tools_in_prompt", "restate_expression"}
+//                                (ArithmeticFamilyOptions; unknown keys -> Error)
 #pragma once
 
 #include "agentr1/core/json.h"

@@ -2,6 +2,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/tasks/calculator.h"
+#include "agentr1/text/chat_template.h"
 
 namespace agentr1::tasks {
 namespace {
@@ -76,6 +77,24 @@ json expert_demonstration(const ArithProblem& p, const json& tool_schema_list, c
   const std::string final_text = opts.restate_expression ? summary + "\n#### " + final_value : "#### " + final_value;
   msgs.push_back({{"role", "assistant"}, {"content", final_text}});
   return {{"messages", msgs}, {"tools", tool_schema_list}};
+}
+
+std::string assistant_action_text(const json& message, const std::string& end_of_turn) {
+  std::string out;
+  if (message.contains("content") && message["content"].is_string()) out = message["content"].get<std::string>();
+  if (message.contains("tool_calls") && message["tool_calls"].is_array()) {
+    bool first = true;
+    for (const auto& call : message["tool_calls"]) {
+      const json& fn = call.contains("function") ? call["function"] : call;
+      if (!first || !out.empty()) out += "\n";
+      first = false;
+      out += "<tool_call>\n{\"name\": \"" + fn.at("name").get<std::string>() + "\", \"arguments\": ";
+      const json& args = fn.at("arguments");
+      out += args.is_string() ? args.get<std::string>() : text::python_tojson(args);
+      out += "}\n</tool_call>";
+    }
+  }
+  return out + end_of_turn;
 }
 
 }  // namespace agentr1::tasks

@@ -13,6 +13,11 @@
 // The tool messages carry the real output of the Calculator (it is called here), so a
 // demonstration is exactly what a perfect policy would see. Messages follow the
 // HF/Qwen chat-template convention (tool_calls with arguments as a JSON object).
+//
+//   // The assistant turns as the policy writes them (SFT replay "actions"):
+//   std::string a = assistant_action_text(demo["messages"][2], "<|im_end|>");
+//   // "I will use the calculator.\n<tool_call>\n{\"name\": \"calculator\", \"arguments\":
+//   //  {\"expression\": \"(1234 + 567) * 3\"}}\n</tool_call><|im_end|>"
 #pragma once
 
 #include <string>
@@ -42,5 +47,12 @@ struct DemoOptions {
 // has no "calculator", or when the calculator's result disagrees with the problem's
 // ground truth (a generator bug).
 json expert_demonstration(const ArithProblem& p, const json& tool_schema_list, const DemoOptions& opts = {});
+
+// Hermes/Qwen form of one assistant message: its content, then for each tool call
+// ("\n" between parts) <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, then
+// end_of_turn. Object arguments are rendered with text::python_tojson (as the chat
+// template does); string arguments are copied verbatim. A missing or non-string content
+// counts as "". Throws Error (nlohmann's) when a tool call lacks "name" or "arguments".
+std::string assistant_action_text(const json& message, const std::string& end_of_turn);
 
 }  // namespace agentr1::tasks

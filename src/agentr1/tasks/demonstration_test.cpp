@@ -82,5 +82,31 @@ TEST(Demonstration, Errors) {
   EXPECT_EQ(parse_demo_style("per_step"), DemoStyle::kPerStep);
 }
 
+// assistant_action_text: the hermes text of an assistant turn, as the policy writes it.
+TEST(Demonstration, ActionTextIsHermes) {
+  json msg = json::parse(R"({"role": "assistant", "content": "Let me compute.",
+    "tool_calls": [{"type": "function", "function": {"name": "calculator", "arguments": {"expression": "2 + 3"}}}]})");
+  EXPECT_EQ(assistant_action_text(msg, "<|im_end|>"),
+            "Let me compute.\n<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2 + 3\"}}\n"
+            "</tool_call><|im_end|>");
+}
+
+TEST(Demonstration, ActionTextEdgeCases) {
+  // Plain text turn: content then end of turn.
+  EXPECT_EQ(assistant_action_text({{"role", "assistant"}, {"content", "#### 5"}}, "<|im_end|>"), "#### 5<|im_end|>");
+  // No content: the call starts the text (no leading newline); bare {name, arguments}
+  // calls (without "function") and string arguments (copied as they are) work too.
+  json two = json::parse(R"({"role": "assistant", "content": "",
+    "tool_calls": [{"name": "calculator", "arguments": "{\"expression\": \"1+1\"}"},
+                   {"type": "function", "function": {"name": "calculator", "arguments": {"expression": "7 / 2", "n": 1.5}}}]})");
+  EXPECT_EQ(assistant_action_text(two, "</s>"),
+            "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1+1\"}}\n</tool_call>\n"
+            "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"7 / 2\", \"n\": 1.5}}\n"
+            "</tool_call></s>");
+  // A call without a name is an error, not a silent empty call.
+  json bad = {{"role", "assistant"}, {"tool_calls", json::array({{{"function", {{"arguments", json::object()}}}}})}};
+  EXPECT_ANY_THROW(assistant_action_text(bad, "<|im_end|>"));
+}
+
 }  // namespace
 }  // namespace agentr1::tasks

@@ -1,0 +1,127 @@
+#include "agentr1/tasks/arithmetic_family.h"
+
+#include "agentr1/core/error.h"
+#include "agentr1/tasks/calculator.h"
+#include "agentr1/tasks/demonstration.h"
+
+namespace agentr1::tasks {
+namespace {
+
+constexpr const char* kKnownKeys = "min_level, max_level, use_system_prompt, tools_in_prompt, restate_expression";
+constexpr int kMaxLevel = 4;  // ArithmeticOptions: at most 4 operations per problem
+
+int read_level(const std::string& key, const json& v) {
+  AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= kMaxLevel,
+                "arithmetic task option '" << key << "' must be an integer in 1.." << kMaxLevel
+                                           << " (operations per problem), got " << v.dump());
+  return static_cast<int>(v.get<int64_t>());
+}
+
+bool read_bool(const std::string& key, const json& v) {
+  AGENTR1_CHECK(v.is_boolean(), "arithmetic task option '" << key << "' must be true or false, got " << v.dump());
+  return v.get<bool>();
+}
+
+}  // namespace
+
+void ArithmeticFamilyOptions::validate() const {
+  AGENTR1_CHECK(min_level >= 1 && min_level <= kMaxLevel,
+                "arithmetic task option 'min_level' must be in 1.." << kMaxLevel
+                                                                   << " (operations per problem), got " << min_level);
+  AGENTR1_CHECK(max_level >= 1 && max_level <= kMaxLevel,
+                "arithmetic task option 'max_level' must be in 1.." << kMaxLevel
+                                                                   << " (operations per problem), got " << max_level);
+  AGENTR1_CHECK(min_level <= max_level, "arithmetic task options: min_level must be <= max_level, got min_level "
+                                            << min_level << " > max_level " << max_level
+                                            << ". HINT: raise max_level or lower min_level");
+}
+
+ArithmeticFamilyOptions ArithmeticFamilyOptions::from_json(const json& kw) {
+  ArithmeticFamilyOptions o;
+  if (kw.is_null()) return o;
+  AGENTR1_CHECK(kw.is_object(), "arithmetic task options must be a map (keys: " << kKnownKeys << "), got "
+                                                                               << kw.type_name() << " " << kw.dump());
+  for (auto it = kw.begin(); it != kw.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (k == "min_level") {
+      o.min_level = read_level(k, v);
+    } else if (k == "max_level") {
+      o.max_level = read_level(k, v);
+    } else if (k == "use_system_prompt") {
+      o.use_system_prompt = read_bool(k, v);
+    } else if (k == "tools_in_prompt") {
+      o.tools_in_prompt = read_bool(k, v);
+    } else if (k == "restate_expression") {
+      o.restate_expression = read_bool(k, v);
+    } else {
+      throw Error("unknown arithmetic task option '" + k + "'; known: " + kKnownKeys);
+    }
+  }
+  o.validate();
+  return o;
+}
+
+json ArithmeticFamilyOptions::to_json() const {
+  return {{"min_level", min_level},
+          {"max_level", max_level},
+          {"use_system_prompt", use_system_prompt},
+          {"tools_in_prompt", tools_in_prompt},
+          {"restate_expression", restate_expression}};
+}
+
+ArithmeticFamily::ArithmeticFamily(ArithmeticFamilyOptions opts) : opts_(std::move(opts)) { opts_.validate(); }
+
+ArithDatasetOptions ArithmeticFamily::dataset_options(DataSplit split) const {
+  ArithDatasetOptions o;
+  o.problem.min_level = opts_.min_level;
+  o.problem.max_level = opts_.max_level;
+  o.problem.split = split;
+  o.prompt.use_system_prompt = opts_.use_system_prompt;
+  return o;
+}
+
+std::vector<Sample> ArithmeticFamily::make_dataset(DataSplit split, int64_t n, uint64_t seed) const {
+  std::vector<Sample> out = make_arith_dataset(n, seed, dataset_options(split));
+  if (!opts_.tools_in_prompt) {
+    for (Sample& s : out) s.env_kwargs["tools_in_prompt"] = false;
+  }
+  return out;
+}
+
+std::vector<json> ArithmeticFamily::demonstrations(int64_t n, uint64_t seed, const text::ChatTemplate& tmpl,
+                                                   const std::string& end_of_turn,
+                                                   std::vector<std::string>* rendered) const {
+  AGENTR1_CHECK(n >= 0, "arithmetic demonstrations: n must be >= 0, got " << n);
+  const ArithDatasetOptions dso = dataset_options(DataSplit::kTrain);
+  const json tools = json::array({Calculator().schema()});
+  text::RenderOptions ro;
+  ro.enable_thinking = false;
+  DemoOptions demo_opts;
+  demo_opts.restate_expression = opts_.restate_expression;
+  demo_opts.prompt = dso.prompt;
+  std::vector<json> demos;
+  demos.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const ArithProblem p = generate_problem(seed, i, dso.problem);
+    const json demo = expert_demonstration(p, tools, demo_opts);
+    const json& msgs = demo["messages"];
+    if (rendered != nullptr) {
+      rendered->push_back(tmpl.render(msgs, opts_.tools_in_prompt ? tools : json(),
+                                      /*add_generation_prompt=*/false, ro));
+    }
+    Sample s = arith_problem_to_sample(p, dso);
+    if (!opts_.tools_in_prompt) s.env_kwargs["tools_in_prompt"] = false;
+    json actions = json::array();
+    for (const auto& m : msgs) {
+      if (m["role"] == "assistant") actions.push_back(assistant_action_text(m, end_of_turn));
+    }
+    json d;
+    d["sample"] = s.to_json();
+    d["actions"] = std::move(actions);
+    demos.push_back(std::move(d));
+  }
+  return demos;
+}
+
+}  // namespace agentr1::tasks
