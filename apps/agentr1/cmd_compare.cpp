@@ -1,14 +1,19 @@
 // agentr1 compare — Agent-R1's headline experiment: the training-free baseline and
 // several RL algorithms (GRPO, PPO with a GAE critic, RLOO, REINFORCE++) on the same
 // task, model, seeds and budget; writes a table and a plot of held-out accuracy.
+// The methods (name -> config overrides) and the default list come from
+// configs/compare.yaml in the data dir (see data_dir.h).
 #include <iostream>
 #include <memory>
 #include <sstream>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/train/compare.h"
 #include "agentr1/train/train_config.h"
 #include "command.h"
+#include "data_dir.h"
+#include "plot.h"
 #include "train_setup.h"
 
 namespace agentr1::cli {
@@ -17,7 +22,7 @@ namespace {
 struct CompareArgs {
   std::string config_file;
   std::vector<std::string> overrides;
-  std::string methods = "grpo,ppo,rloo,reinforce_plus_plus";
+  std::string methods;  // "" = the recipe's default_methods
   std::string out = "runs/compare";
   int steps = 0;
   bool no_plot = false;
@@ -33,19 +38,52 @@ std::vector<std::string> split_csv(const std::string& s) {
   return out;
 }
 
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
+  return out;
+}
+
+// configs/compare.yaml from the data dir; errors name the file.
+train::CompareRecipe load_compare_recipe() {
+  const std::string path = data_file("configs/compare.yaml");
+  return with_context(path, [&] { return train::parse_compare_recipe(load_yaml_file(path)); });
+}
+
+// Held-out greedy accuracy per method over RL steps, with the baseline as a dashed line.
+LinePlot accuracy_plot(const train::CompareResult& r) {
+  LinePlot p;
+  p.context = "compare";
+  p.title = "Held-out greedy accuracy, arithmetic tool task";
+  p.xlabel = "RL step";
+  p.ylabel = "greedy success rate";
+  p.yrange = std::make_pair(0.0, 1.0);
+  for (const auto& m : r.methods) {
+    PlotSeries s;
+    s.title = m.method;
+    for (const auto& [step, acc] : m.curve) s.points.emplace_back(static_cast<double>(step), acc);
+    p.series.push_back(std::move(s));
+  }
+  p.reference = r.baseline.greedy_success;
+  p.reference_title = "training-free baseline";
+  return p;
+}
+
 int run_compare(const CompareArgs& a) {
   using namespace agentr1::train;
+  const CompareRecipe recipe = load_compare_recipe();
   CompareOptions o;
-  o.methods = split_csv(a.methods);
+  o.method_table = recipe.methods;
+  o.methods = a.methods.empty() ? recipe.default_methods : split_csv(a.methods);
   o.out_dir = a.out;
-  o.plot = !a.no_plot;
-  for (const auto& m : o.methods) method_overrides(m);  // unknown names fail before any work
+  check_methods(o.method_table, o.methods);  // bad names fail before the model is built
   std::vector<std::string> overrides = a.overrides;
   if (a.steps > 0) overrides.push_back("trainer.total_steps=" + std::to_string(a.steps));
   TrainTree resolved = resolve_train_tree(a.config_file, overrides, a.chat_template);
   CompareResult r = run_comparison(resolved.tree, o);
-  std::cout << "\n" << format_comparison(r) << "\ntable: " << o.out_dir << "/comparison.md, plot: " << o.out_dir
-            << "/val_accuracy.png, runs: " << o.out_dir << "/<method>/\n"
+  const PlotFiles plot = write_line_plot(accuracy_plot(r), o.out_dir, "val_accuracy", /*run_gnuplot=*/!a.no_plot);
+  std::cout << "\n" << format_comparison(r) << "\ntable: " << o.out_dir << "/comparison.md, plot: "
+            << (plot.png_written ? plot.png : plot.gp + " (not drawn)") << ", runs: " << o.out_dir << "/<method>/\n"
             << std::flush;
   return 0;
 }
@@ -53,10 +91,23 @@ int run_compare(const CompareArgs& a) {
 Registrar reg("compare", "baseline vs GRPO, PPO (GAE critic), RLOO, REINFORCE++ on one task: table + plot",
               [](CLI::App& app) {
                 auto a = std::make_shared<CompareArgs>();
-                std::string known;
-                for (const auto& k : train::known_methods()) known += (known.empty() ? "" : ", ") + k;
-                app.add_option("--methods", a->methods, "comma-separated methods; known: " + known)
-                    ->capture_default_str();
+                CLI::Option* methods =
+                    app.add_option("--methods", a->methods,
+                                   "comma-separated methods (default: default_methods of configs/compare.yaml)");
+                // The method names come from the data dir's configs/compare.yaml, read
+                // only when `compare` is the command (so that --help lists them); a
+                // missing or bad file is reported when the command runs.
+                app.preparse_callback([methods](std::size_t) {
+                  try {
+                    const train::CompareRecipe r = load_compare_recipe();
+                    const std::string known = join(train::known_methods(r.methods), ", ");
+                    methods->description("comma-separated methods; known: " + known + " (from " +
+                                         data_path("configs/compare.yaml") + ")");
+                    methods->default_str(join(r.default_methods, ","));
+                  } catch (const std::exception& e) {
+                    methods->description(std::string("comma-separated methods (cannot list them: ") + e.what() + ")");
+                  }
+                });
                 app.add_option("--out", a->out, "output directory (one run directory per method inside)")
                     ->capture_default_str();
                 app.add_option("--steps", a->steps,
@@ -65,7 +116,8 @@ Registrar reg("compare", "baseline vs GRPO, PPO (GAE critic), RLOO, REINFORCE++ 
                 app.add_option("--config", a->config_file, "YAML config shared by every method");
                 app.add_flag("--no-plot", a->no_plot, "skip running gnuplot (the .dat and .gp files are still written)");
                 app.add_option("--chat-template", a->chat_template,
-                               "built-in default only: tokenizer_config.json holding the Qwen3 chat template");
+                               "built-in default only: tokenizer_config.json holding the Qwen3 chat template "
+                               "(default: qwen3_tokenizer_config.json in the data dir)");
                 app.add_option("overrides", a->overrides,
                                "dotted overrides shared by every method, e.g. data.train_batch_size=8");
                 app.footer("Example: agentr1 compare --methods grpo,rloo --steps 20 --out runs/cmp");

@@ -9,6 +9,7 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/dataset.h"
+#include "agentr1/tasks/task_family.h"
 #include "agentr1/text/chat_template.h"
 #include "agentr1/text/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
@@ -16,6 +17,7 @@
 #include "agentr1/train/run_dir.h"
 #include "agentr1/train/sft.h"
 #include "command.h"
+#include "train_setup.h"
 
 namespace agentr1::cli {
 namespace {
@@ -46,7 +48,7 @@ int run_sft_cmd(SftArgs a) {
     // The built-in recipe: tokenizer + fresh Qwen3 model + SFT, into --out.
     DefaultModelOptions dm;
     if (!a.out.empty()) dm.dir = a.out;
-    dm.chat_template_file = a.chat_template;
+    dm.chat_template_file = builtin_chat_template_file(a.chat_template);
     dm.demos = a.num_demos;
     dm.min_level = a.min_level;
     dm.max_level = a.max_level;
@@ -69,15 +71,15 @@ int run_sft_cmd(SftArgs a) {
   if (!a.demos_file.empty()) {
     demos = tasks::read_jsonl_rows(a.demos_file);
   } else {
-    DemoSpec spec;
-    spec.n = a.num_demos;
-    spec.seed = a.seed;
+    // Expert demonstrations from the arithmetic task family, in the asked-for format.
+    DefaultModelOptions spec;
     spec.min_level = a.min_level;
     spec.max_level = a.max_level;
     spec.restate_expression = a.restate_expression;
     spec.use_system_prompt = a.use_system_prompt;
     spec.tools_in_prompt = a.tools_in_prompt;
-    demos = generate_arith_demos(spec, tmpl);
+    const auto family = tasks::make_task_family("arithmetic", spec.task_kwargs());
+    demos = family->demonstrations(a.num_demos, static_cast<uint64_t>(a.seed), tmpl, "<|im_end|>");
   }
   flow::FlowOptions fo;
   fo.enable_thinking = a.thinking;
@@ -139,7 +141,9 @@ Registrar reg("sft", "supervised fine-tuning on expert tool-use demonstrations",
   app.add_option("--lr", a->sft.optim.lr, "peak learning rate")->capture_default_str();
   app.add_option("--warmup-steps", a->sft.optim.warmup_steps, "linear warm-up steps")->capture_default_str();
   app.add_option("--batch-size", a->sft.batch_size, "trajectories per step")->capture_default_str();
-  app.add_option("--chat-template", a->chat_template, "built-in only: tokenizer_config.json with the Qwen3 template");
+  app.add_option("--chat-template", a->chat_template,
+                 "built-in only: tokenizer_config.json with the Qwen3 template (default: "
+                 "qwen3_tokenizer_config.json in the data dir)");
   app.add_flag("--thinking", a->thinking, "render prompts with enable_thinking=true");
   app.add_option("--threads", a->threads, "torch threads (0 = all cores)")->capture_default_str();
   return [a]() { return run_sft_cmd(*a); };

@@ -51,7 +51,8 @@ Registrar reg("train", "RL training (GRPO) of a tool-using agent; no arguments =
                 app.add_flag("--resume", a->resume, "continue from the last checkpoint of the run directory");
                 app.add_flag("--help-config", a->help_config, "print every config key with its default and doc");
                 app.add_option("--chat-template", a->chat_template,
-                               "built-in default only: tokenizer_config.json holding the Qwen3 chat template");
+                               "built-in default only: tokenizer_config.json holding the Qwen3 chat template "
+                               "(default: qwen3_tokenizer_config.json in the data dir)");
                 app.add_option("overrides", a->overrides, "dotted overrides, e.g. rollout.n=8 actor.optim.lr=1e-4");
                 app.footer("Example: agentr1 train trainer.total_steps=10 data.train_batch_size=8 rollout.n=4");
                 return [a]() { return run_train(*a); };

@@ -4,16 +4,19 @@
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
 #include "agentr1/train/default_recipe.h"
+#include "agentr1/train/run_dir.h"
 #include "agentr1/train/train_config.h"
 #include "command.h"
+#include "data_dir.h"
+#include "prompt_format.h"
 
 namespace agentr1::cli {
 namespace {
 
-json layered_tree(const std::string& config_file, const std::vector<std::string>& base_overrides,
-                  const std::vector<std::string>& overrides) {
+// defaults < recipe (a YAML tree; {} = none) < --config file < overrides.
+json layered_tree(const std::string& config_file, const json& recipe, const std::vector<std::string>& overrides) {
   json tree = train::default_train_tree();
-  for (const auto& o : base_overrides) apply_override(tree, o);
+  merge_json(tree, recipe);  // unknown keys are reported when the tree is bound
   if (!config_file.empty()) {
     json file = with_context("--config " + config_file, [&] { return load_yaml_file(config_file); });
     // Unknown keys of the file are reported like overrides (when the tree is bound).
@@ -23,25 +26,61 @@ json layered_tree(const std::string& config_file, const std::vector<std::string>
   return tree;
 }
 
+// Whether the layers leave model.path unset. Only decides which layers apply: overrides
+// that fail here are skipped (the real layering reports them), so that one that only
+// works with the recipe's keys in place (e.g. rollout.env_kwargs.tools_in_prompt=true)
+// is not rejected before the recipe is layered in.
+bool model_path_unset(const std::string& config_file, const std::vector<std::string>& overrides) {
+  json tree = layered_tree(config_file, json::object(), {});
+  for (const auto& o : overrides) {
+    try {
+      apply_override(tree, o);
+    } catch (const Error&) {
+    }
+  }
+  const auto model = tree.find("model");
+  if (model == tree.end() || !model->is_object()) return true;  // binding reports a bad type
+  const auto path = model->find("path");
+  return path == model->end() || path->is_null() || (path->is_string() && path->get<std::string>().empty());
+}
+
+void warn_on_prompt_format_mismatch(const json& tree, const std::string& model_dir) {
+  const std::string recipe_path = model_dir + "/recipe.json";
+  const json recipe = json::parse(train::read_text_file(recipe_path), nullptr, false);
+  if (recipe.is_discarded()) {
+    AGENTR1_LOG(WARN) << "built-in default model: cannot parse " << recipe_path << "; prompt format not checked";
+    return;
+  }
+  for (const std::string& w : prompt_format_mismatches(tree, recipe, model_dir)) AGENTR1_LOG(WARN) << w;
+}
+
 }  // namespace
+
+std::string builtin_chat_template_file(const std::string& chat_template_file) {
+  return chat_template_file.empty() ? data_path("qwen3_tokenizer_config.json") : chat_template_file;
+}
 
 TrainTree resolve_train_tree(const std::string& config_file, const std::vector<std::string>& overrides,
                              const std::string& chat_template_file) {
   TrainTree t;
-  t.tree = layered_tree(config_file, {}, overrides);
+  json recipe = json::object();
+  std::string recipe_file;
+  if (model_path_unset(config_file, overrides)) {
+    recipe_file = data_file("configs/builtin.yaml");
+    recipe = with_context("built-in recipe", [&] { return load_yaml_file(recipe_file); });
+    t.builtin_model = true;
+  }
+  t.tree = layered_tree(config_file, recipe, overrides);
   const train::TrainConfig cfg = train::load_train_config(t.tree);  // fail fast, before any build
   set_threads(cfg.trainer.threads);
-  if (!cfg.model.path.empty()) return t;
+  if (!t.builtin_model) return t;
+  AGENTR1_LOG(INFO) << "built-in default model: recipe settings from " << recipe_file
+                    << " (under --config and the overrides)";
   train::DefaultModelOptions dm;
-  dm.chat_template_file = chat_template_file;
+  dm.chat_template_file = builtin_chat_template_file(chat_template_file);
   const std::string path = train::ensure_default_model(dm);
-  const std::vector<std::string> prompt_format = train::default_model_train_overrides(dm);
-  std::string joined;
-  for (const auto& o : prompt_format) joined += " " + o;
-  AGENTR1_LOG(INFO) << "built-in default model: prompts as it was trained:" << joined;
-  t.tree = layered_tree(config_file, prompt_format, overrides);
+  warn_on_prompt_format_mismatch(t.tree, path);
   t.tree["model"]["path"] = path;
-  t.builtin_model = true;
   return t;
 }
 

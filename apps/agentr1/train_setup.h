@@ -3,8 +3,9 @@
 //   TrainTree t = resolve_train_tree(config_file, overrides, chat_template);
 //   TrainConfig cfg = load_train_config(t.tree);   // typed + validated
 //
-// Layers, later wins: defaults < the built-in model's prompt format (only when
-// model.path is unset) < the YAML file < the dotted overrides.
+// Layers, later wins: defaults < configs/builtin.yaml from the data dir (only when
+// model.path is unset: the built-in model's prompt format and RL recipe) < the YAML
+// file < the dotted overrides.
 #pragma once
 
 #include <string>
@@ -19,10 +20,20 @@ struct TrainTree {
   bool builtin_model = false;  // model.path was unset: the built-in default is used
 };
 
-// Validates the user's config first (errors name the file or override), sets the torch
-// threads from trainer.threads, then builds or reuses the built-in default model when
-// model.path is empty (see train::ensure_default_model).
+// Validates the layered config first (errors name the file or override), sets the
+// torch threads from trainer.threads, then, when model.path is unset, builds or reuses
+// the built-in default model (train::ensure_default_model) with the chat template from
+// chat_template_file or, when that is "", the data dir's qwen3_tokenizer_config.json,
+// and sets model.path to it. Throws Error when model.path is unset and the data dir has
+// no configs/builtin.yaml (see data_dir.h). Logs a WARN when the resolved
+// data.task_kwargs.use_system_prompt or rollout.env_kwargs.tools_in_prompt differs from
+// the built model's recipe.json.
 TrainTree resolve_train_tree(const std::string& config_file, const std::vector<std::string>& overrides,
                              const std::string& chat_template_file);
+
+// The chat template the built-in default model is built with: chat_template_file if
+// non-empty, else the data dir's qwen3_tokenizer_config.json (which need not exist until
+// a build reads it). For `train`, `compare` and `sft`.
+std::string builtin_chat_template_file(const std::string& chat_template_file);
 
 }  // namespace agentr1::cli

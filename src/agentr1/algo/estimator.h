@@ -64,6 +64,17 @@ struct EstimatorOptions {
   bool turn_norm_by_std = false;    // turn_rloo: divide by the std of the group's pooled per-step
                                     //   returns (GRPO-style scale; slightly biased, so off by default)
   void validate() const;            // throws Error naming the bad value
+  // Config keys (the algorithm section, verl names). kl_coef is not a key: the trainer
+  // sets it from algorithm.kl_ctrl every step.
+  template <class V>
+  void visit(V& v) {
+    v.field("gamma", gamma, "discount factor (per token, or per step for gae / turn_rloo)");
+    v.field("lam", lam, "GAE lambda");
+    v.field("norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo, "grpo: divide by the group std (false: Dr.GRPO)");
+    v.field("eps", eps, "added to standard deviations before dividing (grpo, turn_rloo)");
+    v.field("whiten_advantages", whiten_advantages, "gae, token_gae: whiten advantages over the batch's action tokens");
+    v.field("turn_norm_by_std", turn_norm_by_std, "turn_rloo: divide by the std of the group's per-step returns");
+  }
 };
 
 struct AdvantageOutput {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "agentr1/algo/estimator.h"
+#include "agentr1/algo/kl_controller.h"
 #include "agentr1/core/error.h"
 
 namespace agentr1::train {
@@ -10,9 +11,15 @@ namespace agentr1::train {
 AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const AlgorithmOptions& a,
                                     const AdvantageInputs& in) {
   const auto est = algo::make_estimator(a.adv_estimator);
+  return estimate_advantages(trajs, *est, a.estimator, in);
+}
+
+AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const algo::AdvantageEstimator& estimator,
+                                    const algo::EstimatorOptions& options, const AdvantageInputs& in) {
+  const algo::AdvantageEstimator* est = &estimator;
   const bool step_values = est->step_level_values();
   AGENTR1_CHECK(!est->needs_values() || in.values != nullptr,
-                "advantage estimator '" << a.adv_estimator << "' needs critic values");
+                "advantage estimator '" << est->name() << "' needs critic values");
   AdvantageResult out;
   out.advantages.resize(trajs.size());
   out.returns.resize(trajs.size());
@@ -53,10 +60,7 @@ AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const 
     where.emplace_back(i, std::move(steps));
   }
   if (batch.empty()) return out;
-  algo::EstimatorOptions eo;
-  eo.gamma = a.gamma;
-  eo.lam = a.lam;
-  eo.norm_adv_by_std_in_grpo = a.norm_adv_by_std_in_grpo;
+  algo::EstimatorOptions eo = options;  // every configured field, as given
   eo.kl_coef = in.token_kl != nullptr ? in.kl_coef : 0.0;
   algo::AdvantageOutput r = est->compute(batch, eo);
   for (size_t b = 0; b < where.size(); ++b)
@@ -94,6 +98,44 @@ StepTokenValues reward_token_kl(const std::vector<PackedRow>& rows, const std::v
             .push_back(k[t]);
   }
   return out;
+}
+
+AdvantagePhase::AdvantagePhase(const AlgorithmOptions& a)
+    : options_(a), estimator_(with_context("algorithm.adv_estimator", [&] { return algo::make_estimator(a.adv_estimator); })) {
+  if (a.use_kl_in_reward) kl_ctrl_ = algo::make_kl_controller(a.kl_ctrl);
+}
+
+AdvantagePhase::~AdvantagePhase() = default;
+
+AdvantagePhase::Output AdvantagePhase::compute(const std::vector<Trajectory>& trajs, std::vector<PackedRow>& rows) {
+  Output o;
+  AdvantageInputs in;
+  if (estimator_->needs_values()) {
+    o.values = gather_step_tokens(rows, trajs, &PackedRow::value);
+    in.values = &o.values;
+  }
+  if (kl_ctrl_) {
+    o.token_kl = reward_token_kl(rows, trajs, options_.kl_penalty_type);
+    in.token_kl = &o.token_kl;
+    in.kl_coef = kl_ctrl_->value();
+  }
+  o.result = estimate_advantages(trajs, *estimator_, options_.estimator, in);
+  scatter_step_tokens(rows, o.result.advantages, &PackedRow::advantage);
+  if (estimator_->needs_values()) {
+    scatter_step_tokens(rows, o.result.returns, &PackedRow::returns);
+    set_value_mask(rows, estimator_->step_level_values());
+  }
+  if (kl_ctrl_) kl_ctrl_->update(o.result.mean_kl, static_cast<int64_t>(trajs.size()));
+  return o;
+}
+
+double AdvantagePhase::kl_coef() const { return kl_ctrl_ ? kl_ctrl_->value() : 0.0; }
+
+void AdvantagePhase::set_kl_coef(double coef) {
+  if (!kl_ctrl_) return;
+  algo::KlControllerOptions ko = options_.kl_ctrl;
+  ko.kl_coef = coef;
+  kl_ctrl_ = algo::make_kl_controller(ko);
 }
 
 void set_value_mask(std::vector<PackedRow>& rows, bool step_level) {

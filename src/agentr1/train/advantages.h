@@ -14,10 +14,13 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "agentr1/algo/estimator.h"
 #include "agentr1/algo/kl.h"
+#include "agentr1/algo/kl_controller.h"
 #include "agentr1/core/trajectory.h"
 #include "agentr1/train/batch.h"
 #include "agentr1/train/train_config.h"
@@ -42,12 +45,48 @@ struct AdvantageResult {
                                           // critic/values/..., actor/reward_kl_penalty{,_coeff})
 };
 
-// Runs algorithm.adv_estimator. Trajectories without any response token are left out
+// Runs `estimator` with `options` (kl_coef taken from `in`). Trajectories without any
+// response token are left out
 // of the estimator's batch (their entries stay empty). Step-level estimators (gae) get
 // V(s_t) = values[i][s][0], the value read at the step's last prompt token; token_gae
 // gets every value. Throws Error if the estimator needs values and none are given.
+AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const algo::AdvantageEstimator& estimator,
+                                    const algo::EstimatorOptions& options, const AdvantageInputs& in);
+// The same with the estimator looked up by algorithm.adv_estimator (tests, one-off use).
 AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const AlgorithmOptions& algo,
                                     const AdvantageInputs& in);
+
+// The advantage phase of the trainer: the estimator and the KL-in-reward controller,
+// resolved once from the algorithm section.
+//
+//   AdvantagePhase adv(cfg.algorithm);
+//   AdvantagePhase::Output o = adv.compute(trajs, rows);  // rows: old (ref, value) filled
+//   // rows[*].advantage set; with a critic also returns and value_mask; KL coefficient updated
+class AdvantagePhase {
+ public:
+  explicit AdvantagePhase(const AlgorithmOptions& algorithm);  // Error naming the estimator
+  ~AdvantagePhase();
+  struct Output {
+    AdvantageResult result;       // advantages, returns, KL-penalised rewards, metrics
+    StepTokenValues values;       // critic values per action token (estimators with a critic)
+    StepTokenValues token_kl;     // per action token KL (KL in the reward)
+  };
+  // Reads rows' value (needs_values()) and old/ref log-probs (KL in reward), writes
+  // rows' advantage (and returns + value_mask with a critic), then updates the KL
+  // controller with the batch's KL.
+  Output compute(const std::vector<Trajectory>& trajs, std::vector<PackedRow>& rows);
+  const algo::AdvantageEstimator& estimator() const { return *estimator_; }
+  bool needs_values() const { return estimator_->needs_values(); }
+  bool step_level_values() const { return estimator_->step_level_values(); }
+  bool kl_in_reward() const { return kl_ctrl_ != nullptr; }
+  double kl_coef() const;               // 0 without KL in the reward
+  void set_kl_coef(double coef);        // on resume (no-op without KL in the reward)
+
+ private:
+  AlgorithmOptions options_;
+  std::unique_ptr<algo::AdvantageEstimator> estimator_;
+  std::unique_ptr<algo::KlController> kl_ctrl_;
+};
 
 // kl_penalty(old_logprob, ref_logprob, type) at every action token of `rows`, shaped
 // [traj][step][k]. Throws Error if a row lacks old or reference log-probs.

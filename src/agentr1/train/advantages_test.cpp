@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "agentr1/algo/kl_controller.h"
+#include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/model/model_test_util.h"
 #include "agentr1/train/actor.h"
@@ -52,7 +53,7 @@ TEST(KlInRewardTest, HandComputedTokenKlScoreAndReturns) {
 
   AlgorithmOptions a;
   a.adv_estimator = "reinforce_plus_plus";
-  a.gamma = 1.0;
+  a.estimator.gamma = 1.0;
   AdvantageInputs in;
   in.token_kl = &k1;
   in.kl_coef = 0.1;
@@ -80,7 +81,7 @@ TEST(KlInRewardTest, PolicyDifferentFromReferenceMatchesDirectLogprobs) {
                                    one_step({3, 4, 5, 6, 9}, {20, 21}, 0.0f, "a")};
   std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, zeros_like(trajs), true);
   ActorOptions ao;
-  ao.min_shared_prefix = 2;  // the shared-prefix path too
+  ao.loop.min_shared_prefix = 2;  // the shared-prefix path too
   Actor pa(policy, ao), ra(reference, ao);
   pa.fill_logprobs(rows, &PackedRow::old_logprob);
   ra.fill_logprobs(rows, &PackedRow::ref_logprob);
@@ -154,6 +155,37 @@ TEST(EstimateAdvantagesTest, StepGaeUsesTheValueAtEachStepsFirstToken) {
   EXPECT_NEAR(r.metrics.at("critic/values/mean"), (0.25 + 0.25 + 0.5) / 3, 1e-6);
   // Without values the critic estimators refuse.
   EXPECT_THROW(estimate_advantages(trajs, a, AdvantageInputs{}), Error);
+}
+
+// Every estimator option is a config key of the algorithm section and reaches the
+// estimator (they were dropped by a hand mapping before): with whitening off, gae's
+// advantages are the raw R - V; with it on (the default) they are whitened.
+TEST(EstimateAdvantagesTest, EstimatorOptionsAreConfigKeysThatReachTheEstimator) {
+  json tree = default_train_tree();
+  for (const char* o : {"algorithm.adv_estimator=gae", "algorithm.whiten_advantages=false", "algorithm.eps=0.001",
+                        "algorithm.turn_norm_by_std=true", "algorithm.lam=0.9"})
+    apply_override(tree, o);
+  const TrainConfig cfg = load_train_config(tree);
+  EXPECT_FALSE(cfg.algorithm.estimator.whiten_advantages);
+  EXPECT_DOUBLE_EQ(cfg.algorithm.estimator.eps, 0.001);
+  EXPECT_TRUE(cfg.algorithm.estimator.turn_norm_by_std);
+  EXPECT_DOUBLE_EQ(cfg.algorithm.estimator.lam, 0.9);
+  std::vector<Trajectory> trajs = {one_step({5, 6}, {8, 9}, 1.0f, "g"), one_step({5, 7}, {8}, 0.0f, "g")};
+  StepTokenValues values = {{{0.25f, 0.0f}}, {{0.5f}}};
+  AdvantageInputs in;
+  in.values = &values;
+  AdvantageResult raw = estimate_advantages(trajs, cfg.algorithm, in);
+  EXPECT_NEAR(raw.advantages[0][0][0], 1.0 - 0.25, 1e-6);  // one step: A = r - V, no whitening
+  EXPECT_NEAR(raw.advantages[1][0][0], 0.0 - 0.5, 1e-6);
+  AlgorithmOptions whitened = cfg.algorithm;
+  whitened.estimator.whiten_advantages = true;
+  AdvantageResult w = estimate_advantages(trajs, whitened, in);
+  double sum = 0;
+  for (const auto& t : w.advantages)
+    for (const auto& st : t)
+      for (float x : st) sum += x;
+  EXPECT_NEAR(sum, 0.0, 1e-5);  // whitened over the batch's 3 action tokens
+  EXPECT_THROW(apply_override(tree, "algorithm.whiten_advantage=false"), Error);
 }
 
 }  // namespace

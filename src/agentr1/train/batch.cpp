@@ -204,7 +204,7 @@ int64_t shared_prefix_length(const std::vector<PackedRow>& rows, const std::vect
 }
 
 TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx,
-                   int64_t min_shared_prefix) {
+                   int64_t min_shared_prefix, at::Device device) {
   AGENTR1_CHECK(!idx.empty(), "collate: empty micro-batch");
   for (int64_t r : idx)
     AGENTR1_CHECK(rows[r].tokens.empty() || !rows[r].action[0],
@@ -271,7 +271,14 @@ TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t
   out.value_mask = gather(&PackedRow::value_mask);
   out.targets = out.input_ids.slice(/*dim=*/1, /*start=*/1).contiguous();
   out.rows = idx;
+  if (!device.is_cpu()) out.to(device);
   return out;
+}
+
+void TrainBatch::to(at::Device device) {
+  for (at::Tensor* t : {&prefix_ids, &input_ids, &positions, &segment_ids, &targets, &action_mask, &advantages,
+                        &rollout_logprobs, &old_logprobs, &ref_logprobs, &values, &returns, &value_mask})
+    if (t->defined()) *t = t->to(device, /*non_blocking=*/false);
 }
 
 }  // namespace agentr1::train

@@ -43,6 +43,8 @@ struct PackedRow {
   std::vector<float> old_logprob;       // [len] log-prob under the policy before the update
                                         // (filled by the learner; empty until then)
   std::vector<float> ref_logprob;       // [len] log-prob under the frozen reference (or empty)
+  std::vector<float> entropy;           // [len] policy entropy at the position that produced
+                                        // tokens[i] (scoring pass; empty unless asked for)
   // Critic columns (empty unless a critic is used). Like the log-probs, the entry of
   // token i belongs to the state before it: the value head read at position i-1.
   std::vector<float> value;             // [len] critic value at rollout time (old values)
@@ -111,13 +113,16 @@ struct TrainBatch {
   at::Tensor value_mask;       // [B,T-1] fp32 from PackedRow::value_mask (undefined if empty)
   std::vector<int64_t> rows;   // which PackedRow each batch row is
   int64_t num_action_tokens = 0;
+  // Moves every defined tensor to `device` (in place).
+  void to(at::Device device);
 };
 
-// Builds the tensors for rows[idx...] (CPU). With min_shared_prefix > 0 and two or
-// more rows, a common prefix of at least that many tokens is split off (see above);
-// 0 = never.
+// Builds the tensors for rows[idx...] on `device`. With min_shared_prefix > 0 and two
+// or more rows, a common prefix of at least that many tokens is split off (see above);
+// 0 = never. The tensors are filled on the host (rows are host vectors), then moved
+// to `device` when it is not the CPU; the default is the host for that reason.
 TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx,
-                   int64_t min_shared_prefix = 0);
+                   int64_t min_shared_prefix = 0, at::Device device = at::Device(at::kCPU));
 
 // Length of the prefix collate() would share for rows[idx...]: the longest common
 // token prefix, ending at least one token before any row's first response token

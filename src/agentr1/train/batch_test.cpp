@@ -100,7 +100,7 @@ TEST(PackTest, CollateShiftsTargets) {
 TEST(PackTest, MergedRowLogprobsEqualPerStepRows) {
   auto model = model::init_random(tiny_config(), 7);
   ActorOptions o;
-  o.micro_batch_size = 3;
+  o.loop.micro_batch_size = 3;
   Actor actor(model, o);
   std::vector<Trajectory> trajs = {two_turn(0), two_turn(1), two_turn(2)};
   auto merged = pack_trajectories(trajs, {1.f, 1.f, 1.f}, true);
@@ -185,8 +185,8 @@ TEST(ActorTest, SharedPrefixGivesTheSameLogprobsAndUpdate) {
     auto model = model::init_random(tiny_config(), 5);
     ActorOptions o;
     o.optim.lr = 1e-2;
-    o.micro_batch_size = 3;
-    o.min_shared_prefix = k == 0 ? 0 : 8;
+    o.loop.micro_batch_size = 3;
+    o.loop.min_shared_prefix = k == 0 ? 0 : 8;
     Actor actor(model, o);
     rows[k] = pack_trajectories(trajs, {1.f, -0.5f, 0.25f}, true);
     actor.fill_logprobs(rows[k], &PackedRow::old_logprob);
@@ -287,7 +287,7 @@ TEST(ActorTest, PolicyLossIsSelectable) {
 TEST(ActorTest, NonFiniteUpdatesAreSkippedThenStop) {
   auto model = model::init_random(tiny_config(), 3);
   ActorOptions o;
-  o.max_consecutive_skips = 2;
+  o.loop.max_consecutive_skips = 2;
   Actor actor(model, o);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   auto rows = pack_trajectories({two_turn(0)}, {nan}, true);

@@ -23,7 +23,7 @@ void copy_tokenizer_files(const std::string& src_dir, const std::string& dst_dir
   }
 }
 
-void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& policy, Actor& actor,
+void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& policy, Optimizer& policy_optim,
                      const std::string& tokenizer_dir, Critic* critic, const json& extra_state) {
   const std::string tmp = dir + ".tmp";
   std::error_code ec;
@@ -31,13 +31,13 @@ void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& p
   make_dirs(tmp);
   model::save_pretrained(policy, tmp, at::kFloat);
   copy_tokenizer_files(tokenizer_dir, tmp);
-  actor.save_optimizer(tmp + "/optimizer.pt");
+  policy_optim.save(tmp + "/optimizer.pt");
   json st = extra_state.is_object() ? extra_state : json::object();
   st["step"] = step;
-  st["optimizer_steps"] = actor.optimizer_steps();
+  st["optimizer_steps"] = policy_optim.steps();
   if (critic != nullptr) {
     critic->save(tmp + "/critic");
-    st["critic_optimizer_steps"] = critic->optimizer_steps();
+    st["critic_optimizer_steps"] = critic->optimizer().steps();
   }
   RunDir(tmp).write_json("trainer_state.json", st);
   fs::remove_all(dir, ec);
@@ -65,10 +65,13 @@ std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir)
   return best_path;
 }
 
-int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Actor& actor, Critic* critic,
+int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Optimizer& policy_optim, Critic* critic,
                         json* state) {
   return with_context("loading checkpoint '" + dir + "'", [&]() -> int64_t {
-    model::Transformer loaded = model::load_pretrained(dir, at::kFloat, at::kCPU);
+    const auto params = policy->parameters();
+    // Load straight onto the policy's device (a parameter-less model has no device: host).
+    const at::Device device = params.empty() ? at::Device(at::kCPU) : params.front().device();
+    model::Transformer loaded = model::load_pretrained(dir, at::kFloat, device);
     {
       torch::NoGradGuard no_grad;
       auto dst = policy->named_parameters();
@@ -82,19 +85,37 @@ int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Acto
         d->copy_(kv.value());
       }
     }
-    if (fs::exists(dir + "/optimizer.pt")) actor.load_optimizer(dir + "/optimizer.pt");
+    if (fs::exists(dir + "/optimizer.pt")) policy_optim.load(dir + "/optimizer.pt");
     json st = json::parse(read_text_file(dir + "/trainer_state.json"));
-    actor.set_optimizer_steps(st.value("optimizer_steps", int64_t{0}));
+    policy_optim.set_steps(st.value("optimizer_steps", int64_t{0}));
     if (critic != nullptr) {
       AGENTR1_CHECK(fs::is_directory(dir + "/critic"),
                     "no critic/ in the checkpoint (saved by a run without a critic); HINT: resume with "
                     "the run's original algorithm.adv_estimator, or start a new run");
       critic->load(dir + "/critic");
-      critic->set_optimizer_steps(st.value("critic_optimizer_steps", int64_t{0}));
+      critic->optimizer().set_steps(st.value("critic_optimizer_steps", int64_t{0}));
     }
     if (state != nullptr) *state = st;
     return st.at("step").get<int64_t>();
   });
+}
+
+Checkpointer::Checkpointer(std::string checkpoints_dir, std::string tokenizer_dir, model::Transformer policy,
+                           Optimizer& policy_optim, Critic* critic)
+    : dir_(std::move(checkpoints_dir)), tokenizer_dir_(std::move(tokenizer_dir)), policy_(std::move(policy)),
+      optim_(policy_optim), critic_(critic) {}
+
+void Checkpointer::save(int64_t step, const json& extra_state) {
+  save_checkpoint(dir_ + "/" + step_name(step), step, policy_, optim_, tokenizer_dir_, critic_, extra_state);
+}
+
+std::optional<Checkpointer::Restored> Checkpointer::restore_latest() {
+  auto ck = latest_checkpoint(dir_);
+  if (!ck) return std::nullopt;
+  Restored r;
+  r.dir = *ck;
+  r.step = load_checkpoint(*ck, policy_, optim_, critic_, &r.state);
+  return r;
 }
 
 }  // namespace agentr1::train

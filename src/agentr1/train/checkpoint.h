@@ -1,9 +1,9 @@
 // agentr1/train/checkpoint.h — checkpoints in the HF layout plus trainer state.
 //
-//   save_checkpoint(run + "/checkpoints/step_000010", 10, policy, actor, model_dir);
+//   save_checkpoint(run + "/checkpoints/step_000010", 10, policy, actor.optimizer(), model_dir);
 //   auto dir = latest_checkpoint(run + "/checkpoints");     // highest step_N
-//   int64_t step = load_checkpoint(*dir, policy, actor);   // weights + optimiser
-//   save_checkpoint(dir, 10, policy, actor, model_dir, &critic, {{"kl_coef", 0.01}});
+//   int64_t step = load_checkpoint(*dir, policy, actor.optimizer());   // weights + optimiser
+//   save_checkpoint(dir, 10, policy, actor.optimizer(), model_dir, &critic, {{"kl_coef", 0.01}});
 //
 // A checkpoint directory is a loadable HF model (config.json, model.safetensors,
 // tokenizer.json, tokenizer_config.json copied from the source model) plus
@@ -17,24 +17,54 @@
 
 #include "agentr1/core/json.h"
 #include "agentr1/model/transformer.h"
-#include "agentr1/train/actor.h"
 #include "agentr1/train/critic.h"
+#include "agentr1/train/optimizer.h"
+#include "agentr1/train/run_dir.h"
 
 namespace agentr1::train {
 
 // Writes into dir.tmp then renames, so a crash never leaves a half checkpoint.
 // critic: saved into dir/critic when given. extra_state: more keys for
 // trainer_state.json (e.g. the KL controller's coefficient).
-void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& policy, Actor& actor,
+void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& policy, Optimizer& policy_optim,
                      const std::string& tokenizer_dir, Critic* critic = nullptr,
                      const json& extra_state = json::object());
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir);
-// Loads weights into `policy` (in place, same shapes) and the optimiser state; returns
+// Loads weights into `policy` (in place, same shapes, on the policy's device) and the
+// optimiser state; returns
 // the step. With a critic, restores it from dir/critic (Error with a HINT if the
 // checkpoint has none). state (optional) receives trainer_state.json. Throws Error
 // naming the file on any mismatch.
-int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Actor& actor,
+int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Optimizer& policy_optim,
                         Critic* critic = nullptr, json* state = nullptr);
+// The trainer's checkpoint phase: what a resume needs, in one place.
+//   Checkpointer ck(run.file("checkpoints"), model_dir, policy, actor.optimizer(), critic);
+//   ck.save(step, {{"kl_coef", adv.kl_coef()}});            // checkpoints/step_NNNNNN/
+//   if (auto r = ck.restore_latest()) { step = r->step; ... r->state["kl_coef"] ... }
+class Checkpointer {
+ public:
+  // Nothing is owned; critic may be null.
+  Checkpointer(std::string checkpoints_dir, std::string tokenizer_dir, model::Transformer policy,
+               Optimizer& policy_optim, Critic* critic);
+  void save(int64_t step, const json& extra_state = json::object());
+  struct Restored {
+    std::string dir;
+    int64_t step = 0;
+    json state;  // trainer_state.json
+  };
+  // Loads the latest checkpoint into the policy, its optimiser and the critic;
+  // std::nullopt if there is none. Throws Error naming the file on a bad checkpoint.
+  std::optional<Restored> restore_latest();
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::string tokenizer_dir_;
+  model::Transformer policy_;
+  Optimizer& optim_;
+  Critic* critic_;
+};
+
 // Copies tokenizer.json / tokenizer_config.json (those present) from src to dst.
 void copy_tokenizer_files(const std::string& src_dir, const std::string& dst_dir);
 

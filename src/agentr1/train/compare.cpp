@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -19,20 +17,6 @@
 namespace agentr1::train {
 
 namespace {
-
-const std::vector<std::pair<std::string, std::vector<std::string>>>& method_table() {
-  static const std::vector<std::pair<std::string, std::vector<std::string>>> kMethods = {
-      {"grpo", {"algorithm.adv_estimator=grpo"}},
-      {"ppo", {"algorithm.adv_estimator=gae"}},
-      {"rloo", {"algorithm.adv_estimator=rloo"}},
-      {"reinforce_plus_plus", {"algorithm.adv_estimator=reinforce_plus_plus"}},
-      {"reinforce_plus_plus_baseline", {"algorithm.adv_estimator=reinforce_plus_plus_baseline"}},
-      {"turn_rloo", {"algorithm.adv_estimator=turn_rloo"}},
-      {"gspo",
-       {"algorithm.adv_estimator=grpo", "actor.policy_loss=gspo", "actor.loss_agg_mode=seq-mean-token-mean"}},
-  };
-  return kMethods;
-}
 
 double metric(const json& j, const std::string& key, double fallback = NAN) {
   auto it = j.find(key);
@@ -64,53 +48,75 @@ std::string fmt(double x, int prec = 3) {
   return o.str();
 }
 
-// Data file (one block per method: "step success") + gnuplot script; runs gnuplot.
-void write_plot(const CompareResult& r, const CompareOptions& opts) {
-  RunDir out(r.out_dir);
-  std::ostringstream dat;
-  for (const auto& m : r.methods) {
-    dat << "# " << m.method << "\n";
-    for (const auto& [step, acc] : m.curve) dat << step << " " << acc << "\n";
-    dat << "\n\n";
-  }
-  out.write_text("val_accuracy.dat", dat.str());
-  std::ostringstream gp;
-  gp << "# agentr1 compare: held-out greedy accuracy over RL steps (gnuplot val_accuracy.gp)\n"
-     << "set terminal png size 900,560 noenhanced\n"
-     << "set output '" << r.out_dir << "/val_accuracy.png'\n"
-     << "set title 'Held-out greedy accuracy, arithmetic tool task'\n"
-     << "set xlabel 'RL step'\nset ylabel 'greedy success rate'\nset yrange [0:1]\n"
-     << "set key bottom right\nset grid\n"
-     << "plot ";
-  for (size_t i = 0; i < r.methods.size(); ++i)
-    gp << "'" << r.out_dir << "/val_accuracy.dat' index " << i << " with linespoints lw 2 title '"
-       << r.methods[i].method << "', ";
-  gp << r.baseline.greedy_success << " with lines dt 2 lc rgb 'black' title 'training-free baseline'\n";
-  out.write_text("val_accuracy.gp", gp.str());
-  if (!opts.plot) return;
-  const std::string cmd = "gnuplot '" + r.out_dir + "/val_accuracy.gp' 2>&1";
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    AGENTR1_LOG(WARN) << "compare: gnuplot failed (exit " << rc << "), no val_accuracy.png; the data and "
-                      << "script are in " << r.out_dir << ". HINT: apt-get install gnuplot-nox, then run "
-                      << "gnuplot " << r.out_dir << "/val_accuracy.gp";
-  }
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
 }
 
 }  // namespace
 
-std::vector<std::string> known_methods() {
+MethodTable parse_method_table(const json& methods) {
+  const char* rule = "a map of method name -> list of \"key=value\" config overrides";
+  AGENTR1_CHECK(methods.is_object() && !methods.empty(),
+                "comparison method table must be " << rule << " with at least one method, got "
+                                                   << describe_value(methods));
+  MethodTable table;
+  for (auto it = methods.begin(); it != methods.end(); ++it) {
+    const std::string& name = it.key();
+    AGENTR1_CHECK(!name.empty(), "comparison method table: a method name is empty; names must be non-empty");
+    const json& list = it.value();
+    AGENTR1_CHECK(list.is_array(), "comparison method '" << name << "' must be a list of \"key=value\" config "
+                                                         << "overrides, got " << describe_value(list));
+    std::vector<std::string> overrides;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& o = list[i];
+      const bool ok = o.is_string() && (o.get<std::string>().find('=') != std::string::npos ||
+                                        (o.get<std::string>().size() > 1 && o.get<std::string>()[0] == '~'));
+      AGENTR1_CHECK(ok, "comparison method '" << name << "': override " << i + 1
+                                              << " must be a \"key=value\" (or \"~key\") string, got "
+                                              << describe_value(o));
+      overrides.push_back(o.get<std::string>());
+    }
+    table.emplace_back(name, std::move(overrides));
+  }
+  return table;
+}
+
+CompareRecipe parse_compare_recipe(const json& recipe) {
+  AGENTR1_CHECK(recipe.is_object(), "comparison recipe must be a map with keys methods and default_methods, got "
+                                        << describe_value(recipe));
+  for (auto it = recipe.begin(); it != recipe.end(); ++it)
+    AGENTR1_CHECK(it.key() == "methods" || it.key() == "default_methods",
+                  "comparison recipe: unknown key '" << it.key() << "'; known: methods, default_methods");
+  AGENTR1_CHECK(recipe.contains("methods"), "comparison recipe: missing 'methods' (the method table)");
+  CompareRecipe r;
+  r.methods = with_context("comparison recipe: methods", [&] { return parse_method_table(recipe["methods"]); });
+  const json& d = recipe.contains("default_methods") ? recipe["default_methods"] : json();
+  AGENTR1_CHECK(d.is_array() && !d.empty(),
+                "comparison recipe: default_methods must be a non-empty list of method names, got "
+                    << describe_value(d));
+  for (const json& m : d) {
+    AGENTR1_CHECK(m.is_string(), "comparison recipe: default_methods must list method names (strings), got "
+                                     << describe_value(m));
+    const std::string name = m.get<std::string>();
+    with_context("comparison recipe: default_methods", [&] { return method_overrides(r.methods, name); });
+    r.default_methods.push_back(name);
+  }
+  return r;
+}
+
+std::vector<std::string> known_methods(const MethodTable& table) {
   std::vector<std::string> out;
-  for (const auto& m : method_table()) out.push_back(m.first);
+  for (const auto& m : table) out.push_back(m.first);
   return out;
 }
 
-std::vector<std::string> method_overrides(const std::string& method) {
-  for (const auto& m : method_table())
+std::vector<std::string> method_overrides(const MethodTable& table, const std::string& method) {
+  for (const auto& m : table)
     if (m.first == method) return m.second;
-  std::string known;
-  for (const auto& k : known_methods()) known += (known.empty() ? "" : ", ") + k;
-  throw Error("unknown comparison method '" + method + "'; known: " + known);
+  throw Error("unknown comparison method '" + method + "'; known: " +
+              (table.empty() ? std::string("none (the method table is empty)") : join(known_methods(table))));
 }
 
 std::vector<std::pair<int64_t, double>> read_validation_curve(const std::string& metrics_path) {
@@ -127,16 +133,34 @@ std::vector<std::pair<int64_t, double>> read_validation_curve(const std::string&
   return {by_step.begin(), by_step.end()};
 }
 
+void check_methods(const MethodTable& table, const std::vector<std::string>& methods) {
+  AGENTR1_CHECK(!methods.empty(), "compare: no methods given; known: " << join(known_methods(table)));
+  for (size_t i = 0; i < methods.size(); ++i) {
+    method_overrides(table, methods[i]);
+    for (size_t k = 0; k < i; ++k)
+      AGENTR1_CHECK(methods[k] != methods[i],
+                    "compare: method '" << methods[i] << "' is listed twice (each run needs its own directory)");
+  }
+}
+
 CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) {
-  AGENTR1_CHECK(!opts.methods.empty(), "compare: no methods given; known: grpo, ppo, rloo, reinforce_plus_plus, ...");
-  for (const auto& m : opts.methods) method_overrides(m);  // fail before any run
+  check_methods(opts.method_table, opts.methods);
+  // Every method must make a valid config before the first (long) run starts.
+  for (const std::string& method : opts.methods) {
+    const std::vector<std::string> overrides = method_overrides(opts.method_table, method);
+    with_context("compare method '" + method + "'", [&] {
+      json tree = base_tree;
+      for (const auto& o : overrides) apply_override(tree, o);
+      return load_train_config(tree);
+    });
+  }
   CompareResult res;
   res.out_dir = opts.out_dir;
   make_dirs(opts.out_dir);
   for (size_t i = 0; i < opts.methods.size(); ++i) {
     const std::string& method = opts.methods[i];
     json tree = base_tree;
-    for (const auto& o : method_overrides(method)) apply_override(tree, o);
+    for (const auto& o : method_overrides(opts.method_table, method)) apply_override(tree, o);
     apply_override(tree, "trainer.output_dir=" + opts.out_dir + "/" + method);
     apply_override(tree, "trainer.run_name=" + method);
     AGENTR1_LOG(INFO) << "compare: method " << i + 1 << "/" << opts.methods.size() << ": " << method;
@@ -178,7 +202,6 @@ CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) 
     j["methods"].push_back(e);
   }
   out.write_json("comparison.json", j);
-  write_plot(res, opts);
   return res;
 }
 

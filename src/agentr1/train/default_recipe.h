@@ -25,7 +25,9 @@ namespace agentr1::train {
 struct DefaultModelOptions {
   std::string dir = "runs/_builtin/model";  // where the model is built / found
   std::string chat_template_file;   // tokenizer_config.json or .jinja with the Qwen3 chat
-                                    // template; "" = search the npm reference package
+                                    // template (required to build; the agentr1 app passes
+                                    // --chat-template or its data dir's copy); nothing is
+                                    // searched for
   int vocab_size = 2304;            // BPE vocabulary incl. special tokens (1,110 are numbers)
   int digits_per_token = 3;         // BPE numbers: 1 = one digit per token (Qwen), 3 = whole
                                     // chunks of up to 3 digits (see BpeTrainerOptions)
@@ -41,43 +43,27 @@ struct DefaultModelOptions {
   int max_level = 1;                // demonstration problems: most operations
   int seed = 11;                    // data and init seed (problems drawn from the train split)
   bool restate_expression = false;  // demos end "<expr> = <v>\n#### <v>" (true) or "#### <v>"
-  // Prompt format the model is trained on, and that RL runs on it must keep (see
-  // default_model_train_overrides). Off by default: the calculator's schema block and
-  // the system prompt are ~220 of ~320 tokens per episode; without them SFT runs ~3x
-  // more episodes per second and a 1M-parameter model learns to copy operands (62% exact
-  // calls after 600 steps, versus 0% with them).
+  // Prompt format the model is trained on, and that RL runs on it must keep (the app's
+  // configs/builtin.yaml sets data.task_kwargs.use_system_prompt and
+  // rollout.env_kwargs.tools_in_prompt to match, and warns if recipe.json differs).
+  // Off by default: the calculator's schema block and the system prompt are ~220 of
+  // ~320 tokens per episode; without them SFT runs ~3x more episodes per second and a
+  // 1M-parameter model learns to copy operands (62% exact calls after 600 steps, versus
+  // 0% with them).
   bool use_system_prompt = false;   // prompts start with the task's system prompt
   bool tools_in_prompt = false;     // the chat template lists the calculator's schema
   SftOptions sft;                   // epochs, batch, optimiser
   DefaultModelOptions();
   json to_json() const;             // recorded in recipe.json
+  // The arithmetic family's data.task_kwargs these options describe (levels, prompt
+  // format, final-turn style): the demonstrations come from that family.
+  json task_kwargs() const;
 };
 
 // Returns the model directory, building it first if missing or built with other
-// options. Throws Error (with a hint) if the chat template cannot be found.
+// options. Building needs opts.chat_template_file: throws Error (with a hint) when it is
+// empty or names no file. Reusing a built model does not read it.
 std::string ensure_default_model(const DefaultModelOptions& opts);
-
-// Train-config overrides for RL on the built-in model: prompts as it was trained on
-// (data.use_system_prompt, rollout.env_kwargs.tools_in_prompt) and the recipe's RL
-// settings for a 1M-parameter model (lr 3e-4 instead of the 1e-5 meant for real LLMs,
-// groups of 16 sampled at temperature 0.7, two updates per step, 150 steps, 128
-// held-out prompts). Callers apply them between the defaults and the user's config, so
-// the user can still override any of them.
-std::vector<std::string> default_model_train_overrides(const DefaultModelOptions& opts);
-
-// Expert demonstrations of arithmetic problems (train split) in run_sft's format
-// {"sample": ..., "actions": [...]}; also returns each episode rendered as text in
-// `rendered` (if non-null) for tokenizer training.
-struct DemoSpec {
-  int n = 0;                        // demonstrations
-  int seed = 0;                     // problems: generate_problem(seed, i), train split
-  int min_level = 1, max_level = 1;
-  bool restate_expression = false;  // see DefaultModelOptions
-  bool use_system_prompt = false;
-  bool tools_in_prompt = false;     // recorded in each sample's env_kwargs
-};
-std::vector<json> generate_arith_demos(const DemoSpec& spec, const text::ChatTemplate& tmpl,
-                                       std::vector<std::string>* rendered = nullptr);
 
 // Reads the chat_template text from a tokenizer_config.json (or a raw template file).
 std::string read_chat_template_file(const std::string& path);

@@ -1,31 +1,51 @@
-// agentr1/train/rl_trainer.h — the RL loop of ARCHITECTURE.md (GRPO and kin).
+// agentr1/train/rl_trainer.h — the RL loop of ARCHITECTURE.md (GRPO, PPO and kin): a
+// loop of named phases, each a call into an object with one job.
 //
 //   TrainConfig cfg = load_train_config(tree);
 //   RLTrainer trainer(cfg, tree);          // loads model + tokenizer, datasets, engine
 //   RunSummary s = trainer.run(/*resume=*/false);
 //
-// Per step: prompts -> rollout.n trajectories each (AgentFlow, continuous batching) ->
-// outcome rewards -> packed rows -> old (and reference) log-probs, critic values (gae,
-// token_gae) -> KL in the reward (algorithm.use_kl_in_reward: token_kl = kl_penalty(old,
-// ref), coefficient from algorithm.kl_ctrl, updated with the batch's KL) -> advantages
-// and returns -> critic update (clipped value loss) -> PPO-style actor update (skipped
-// during the first trainer.critic_warmup steps) -> the engine uses the new weights (same
-// module; prefix cache cleared) -> metrics, trajectory dumps (per step: advantages,
-// returns, values; token_kl and the KL-penalised reward with KL in the reward),
-// validation every trainer.test_freq, checkpoints (policy, critic, KL coefficient).
+// One step (RLTrainer::run reads like this):
+//   prompts  = prompts_.batch(step)                       PromptSource (task family or JSONL)
+//   batch    = rollout_->collect(prompts, step)           RolloutSource (sync: in-process engine)
+//   rows     = pack_trajectory_tokens(trajectories)       batch.h (append-only steps merged)
+//   learner_.score(rows)                                  old / ref log-probs, critic values
+//   adv      = advantages_.compute(trajectories, rows)    estimator + KL in the reward
+//   learner_.update(rows, step > critic_warmup)           critic, then actor (learner core)
+//   rollout_->push_weights(step)                          later rollouts see version `step`
+//   logger_.dump_step / validate / checkpointer_.save / logger_.metrics / logger_.progress
 //
-// The engine and the learner share one model: no weight copy, and rollouts after an
-// update always see the updated weights (policy_version = step).
+// Composition (who owns what): the trainer owns the tokenizer, template, models, engine
+// and pools, and hands references to the phase objects; no phase owns another.
 #pragma once
+
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "agentr1/core/json.h"
+#include "agentr1/core/thread_pool.h"
 #include "agentr1/core/trajectory.h"
+#include "agentr1/flow/agent_flow.h"
+#include "agentr1/model/transformer.h"
+#include "agentr1/train/advantages.h"
+#include "agentr1/train/checkpoint.h"
 #include "agentr1/train/evaluate.h"
+#include "agentr1/train/learner.h"
+#include "agentr1/train/prompt_source.h"
+#include "agentr1/train/rollout_source.h"
+#include "agentr1/train/run_dir.h"
+#include "agentr1/train/step_logger.h"
 #include "agentr1/train/train_config.h"
+
+namespace agentr1::text {
+class Tokenizer;
+class ChatTemplate;
+}  // namespace agentr1::text
+namespace agentr1::rollout {
+class Engine;
+}
 
 namespace agentr1::train {
 
@@ -39,15 +59,37 @@ struct RunSummary {
 
 class RLTrainer {
  public:
-  // tree: the resolved config tree (written to config.yaml as given).
+  // tree: the resolved config tree (written to config.yaml as given). Throws Error
+  // naming the file or key (model, tokenizer, task family, datasets, device).
   RLTrainer(TrainConfig cfg, json tree);
   ~RLTrainer();
   // Runs the loop. resume: continue from the last checkpoint in the run dir.
   RunSummary run(bool resume);
 
  private:
-  struct State;
-  std::unique_ptr<State> s_;
+  EvalResult validate(int64_t step);
+  void save_checkpoint(int64_t step);
+
+  TrainConfig cfg_;
+  json tree_;
+  at::Device device_;
+  // Model side (owned here, shared by reference with the phases).
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<text::ChatTemplate> chat_;
+  model::Transformer policy_{nullptr};
+  std::unique_ptr<rollout::Engine> engine_;
+  std::unique_ptr<ThreadPool> tool_pool_;
+  std::unique_ptr<ThreadPool> drivers_;
+  flow::FlowContext ctx_;
+  std::vector<Sample> val_set_;
+  std::unique_ptr<RunDir> run_dir_;
+  // The phases.
+  std::unique_ptr<PromptSource> prompts_;
+  std::unique_ptr<RolloutSource> rollout_;
+  std::unique_ptr<Learner> learner_;
+  std::unique_ptr<AdvantagePhase> advantages_;
+  std::unique_ptr<StepLogger> logger_;
+  std::unique_ptr<Checkpointer> checkpointer_;
 };
 
 // Prints the before/after table to stderr-like stream text (returned).

@@ -12,39 +12,20 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/text/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
-#include "agentr1/train/compare.h"
 #include "agentr1/train/rl_trainer.h"
 #include "agentr1/train/run_dir.h"
+#include "agentr1/train/device.h"
 #include "agentr1/train/train_config.h"
+#include "agentr1/train/train_test_util.h"
+
+#include <torch/cuda.h>
 
 namespace agentr1::train {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string make_tiny_model_dir() {
-  char tmpl[] = "/tmp/agentr1_rl_XXXXXX";
-  std::string dir = mkdtemp(tmpl);
-  const std::string model_dir = dir + "/model";
-  make_dirs(model_dir);
-  copy_tokenizer_files(std::string(AGENTR1_SOURCE_DIR) + "/tests/fixtures/flow/tiny_qwen3", model_dir);
-  text::Tokenizer tok = text::Tokenizer::load(model_dir);
-  model::ModelConfig c;
-  c.arch = model::Arch::kQwen3;
-  c.vocab_size = tok.vocab_size();
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 8;
-  c.qk_norm = true;
-  c.tie_word_embeddings = true;
-  c.max_position_embeddings = 4096;
-  auto m = model::init_random(c, 5);
-  model::save_pretrained(m, model_dir, at::kFloat);
-  return dir;
-}
+std::string make_tiny_model_dir() { return testing::make_tiny_model_dir("rl"); }
 
 int count_lines(const std::string& path) {
   std::ifstream f(path);
@@ -285,54 +266,45 @@ TEST(RLTrainerTest, ConfigErrorsNameTheKey) {
   EXPECT_THROW(load_train_config(tree), Error);
 }
 
-// The comparison runs each method from the same checkpoint and seeds, and writes a
-// table, JSON with per-method validation curves, and the plot's data and script.
-TEST(CompareTest, RunsMethodsAndWritesTableAndPlotFiles) {
+// The task family and the device are chosen by name: unknown names list the known ones
+// (the trainer's constructor resolves them before any work), task kwargs are checked by
+// the family, and the generated-set sizes only matter without files.
+TEST(RLTrainerTest, TaskFamilyAndDeviceErrorsNameTheValue) {
   const std::string dir = make_tiny_model_dir();
+  auto ctor_error = [&](const std::vector<std::string>& extra) -> std::string {
+    json tree = tiny_run_tree(dir, extra);
+    try {
+      RLTrainer t(load_train_config(tree), tree);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string e = ctor_error({"data.task=sudoku"});
+  EXPECT_NE(e.find("unknown task family 'sudoku'"), std::string::npos) << e;
+  EXPECT_NE(e.find("arithmetic"), std::string::npos) << e;
+  e = ctor_error({"+data.task_kwargs.max_levl=2"});
+  EXPECT_NE(e.find("max_levl"), std::string::npos) << e;
+  EXPECT_NE(e.find("max_level"), std::string::npos) << e;
+  e = ctor_error({"+data.task_kwargs.max_level=9"});
+  EXPECT_NE(e.find("max_level"), std::string::npos) << e;
+  e = ctor_error({"trainer.device=gpu"});
+  EXPECT_NE(e.find("'gpu'"), std::string::npos) << e;
+  EXPECT_NE(e.find("cuda:N"), std::string::npos) << e;
+  if (!torch::cuda::is_available()) {
+    e = ctor_error({"trainer.device=cuda:0"});
+    EXPECT_NE(e.find("no CUDA"), std::string::npos) << e;
+    EXPECT_NE(e.find("trainer.device=cpu"), std::string::npos) << e;  // the hint
+  }
+  EXPECT_EQ(parse_device("cuda:3").index(), 3);
+  EXPECT_TRUE(parse_device("cpu").is_cpu());
+  // With files, train_size is not a generated-set size and is not checked.
   json tree = default_train_tree();
-  for (const std::string& o : std::vector<std::string>{
-           "model.path=" + dir + "/model", "trainer.total_steps=1", "trainer.test_freq=1", "trainer.threads=1",
-           "data.train_batch_size=2", "data.val_size=2", "rollout.n=2", "rollout.val_k=1",
-           "rollout.max_new_tokens=6", "rollout.max_prompt_tokens=2048", "rollout.max_steps=2",
-           "trainer.progress=false", "trainer.dump_trajectories=0"})
-    apply_override(tree, o);
-  CompareOptions o;
-  o.methods = {"grpo", "ppo"};
-  o.out_dir = dir + "/cmp";
-  o.plot = std::system("gnuplot --version > /dev/null 2>&1") == 0;
-  CompareResult r = run_comparison(tree, o);
-  ASSERT_EQ(r.methods.size(), 2u);
-  EXPECT_EQ(r.baseline_spread, 0.0) << "same checkpoint + seeds: identical step-0 validations";
-  for (const auto& m : r.methods) {
-    EXPECT_EQ(m.curve.size(), 2u) << m.method;  // validations at steps 0 and 1
-    EXPECT_TRUE(fs::exists(o.out_dir + "/" + m.method + "/summary.json")) << m.method;
-  }
-  // ppo really ran with the critic: its run logged critic metrics, grpo's did not.
-  EXPECT_NE(read_text_file(o.out_dir + "/ppo/metrics.jsonl").find("critic/vf_loss"), std::string::npos);
-  EXPECT_EQ(read_text_file(o.out_dir + "/grpo/metrics.jsonl").find("critic/vf_loss"), std::string::npos);
-  const std::string md = read_text_file(o.out_dir + "/comparison.md");
-  for (const char* row : {"| training-free baseline |", "| grpo |", "| ppo |"})
-    EXPECT_NE(md.find(row), std::string::npos) << md;
-  const json j = json::parse(read_text_file(o.out_dir + "/comparison.json"));
-  ASSERT_EQ(j["methods"].size(), 2u);
-  EXPECT_EQ(j["methods"][1]["method"], "ppo");
-  EXPECT_EQ(j["methods"][0]["curve"][1][0], 1);
-  const std::string dat = read_text_file(o.out_dir + "/val_accuracy.dat");
-  EXPECT_NE(dat.find("# grpo"), std::string::npos);
-  EXPECT_NE(dat.find("# ppo"), std::string::npos);
-  EXPECT_TRUE(fs::exists(o.out_dir + "/val_accuracy.gp"));
-  if (o.plot) EXPECT_GT(fs::file_size(o.out_dir + "/val_accuracy.png"), 1000u);
-  EXPECT_EQ(read_validation_curve(o.out_dir + "/grpo/metrics.jsonl"), r.methods[0].curve);
-
-  CompareOptions bad = o;
-  bad.methods = {"grpo", "dpo"};
-  try {
-    run_comparison(tree, bad);
-    ADD_FAILURE() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown comparison method 'dpo'; known: grpo, ppo"), std::string::npos)
-        << e.what();
-  }
+  apply_override(tree, "data.train_size=0");
+  EXPECT_THROW(load_train_config(tree), Error);
+  apply_override(tree, "data.train_files=" + std::string(AGENTR1_SOURCE_DIR) + "/tests/fixtures/gsm8k/sample.jsonl");
+  EXPECT_NO_THROW(load_train_config(tree));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -17,24 +17,52 @@ void SftOptions::validate() const {
   AGENTR1_CHECK(epochs >= 1, "sft.epochs must be >= 1, got " << epochs);
   AGENTR1_CHECK(batch_size >= 1, "sft.batch_size must be >= 1, got " << batch_size);
   AGENTR1_CHECK(micro_batch_size >= 1, "sft.micro_batch_size must be >= 1, got " << micro_batch_size);
+  AGENTR1_CHECK(min_shared_prefix >= 0, "sft.min_shared_prefix must be >= 0, got " << min_shared_prefix);
 }
 
-std::string assistant_action_text(const json& message, const std::string& end_of_turn) {
-  std::string out;
-  if (message.contains("content") && message["content"].is_string()) out = message["content"].get<std::string>();
-  if (message.contains("tool_calls") && message["tool_calls"].is_array()) {
-    bool first = true;
-    for (const auto& call : message["tool_calls"]) {
-      const json& fn = call.contains("function") ? call["function"] : call;
-      if (!first || !out.empty()) out += "\n";
-      first = false;
-      out += "<tool_call>\n{\"name\": \"" + fn.at("name").get<std::string>() + "\", \"arguments\": ";
-      const json& args = fn.at("arguments");
-      out += args.is_string() ? args.get<std::string>() : text::python_tojson(args);
-      out += "}\n</tool_call>";
-    }
-  }
-  return out + end_of_turn;
+SftLearner::SftLearner(model::Transformer policy, const SftOptions& opts, at::Device device)
+    : policy_(std::move(policy)), opts_(opts), device_(device),
+      optim_(policy_->parameters(), opts.optim, "sft", /*max_consecutive_skips=*/5) {
+  opts_.validate();
+}
+
+at::Tensor SftLearner::micro_batch_loss(const TrainBatch& b, const MicroBatchScale&, Metrics& m) {
+  // logits: [B,T-1,V]; the NLL of every action token, averaged over this micro-batch's.
+  const at::Tensor logits =
+      policy_->forward(b.input_ids, b.positions, b.segment_ids, b.prefix_ids).slice(/*dim=*/1, 0, -1);
+  const at::Tensor logp_all = at::log_softmax(logits, /*dim=*/-1);
+  const at::Tensor lp = logp_all.gather(/*dim=*/-1, b.targets.unsqueeze(-1)).squeeze(-1);  // [B,T-1]
+  const double n = static_cast<double>(b.num_action_tokens);
+  const at::Tensor hit = (logits.argmax(/*dim=*/-1) == b.targets).to(at::kFloat) * b.action_mask;
+  m["sft/token_acc"] += hit.sum().item<double>() / n;
+  return -(lp * b.action_mask).sum() / n;
+}
+
+Metrics SftLearner::step(const std::vector<PackedRow>& rows) {
+  policy_->train();
+  int64_t total = 0;
+  for (const auto& r : rows) total += r.num_action_tokens();
+  AGENTR1_CHECK(total > 0, "SFT step: no assistant tokens in the batch");
+  UpdateLoopOptions u;
+  u.epochs = 1;
+  u.mini_batch_trajectories = 0;  // the step's rows are one optimiser step
+  u.micro_batch_size = opts_.micro_batch_size;
+  u.min_shared_prefix = opts_.min_shared_prefix;
+  u.device = device_;
+  LossSpec spec;
+  spec.agg = algo::LossAgg::kTokenMean;
+  spec.units = [](const PackedRow& r) { return static_cast<double>(r.num_action_tokens()); };
+  Metrics m = run_update(rows, u, spec, optim_, [this](const TrainBatch& b, const MicroBatchScale& s, Metrics& mm) {
+    return micro_batch_loss(b, s, mm);
+  });
+  Metrics out;
+  out["sft/loss"] = m["sft/loss"];
+  out["sft/token_acc"] = m["sft/token_acc"];
+  out["sft/tokens"] = static_cast<double>(total);
+  for (const char* k : {"sft/grad_norm", "sft/lr"})
+    if (m.count(k)) out[k] = m[k];
+  out["sft/skipped_updates"] = m["sft/skipped_updates"];
+  return out;
 }
 
 namespace {
@@ -98,14 +126,12 @@ std::vector<Trajectory> demonstration_trajectories(const std::vector<json>& demo
 }
 
 SftResult run_sft(model::Transformer& policy, const std::vector<Trajectory>& trajs,
-                  const SftOptions& opts, const std::function<void(const json&)>& metrics_sink) {
+                  const SftOptions& opts, const std::function<void(const json&)>& metrics_sink,
+                  at::Device device) {
   opts.validate();
   AGENTR1_CHECK(!trajs.empty(), "SFT needs at least one demonstration");
   const auto t0 = std::chrono::steady_clock::now();
-  ActorOptions ao;
-  ao.optim = opts.optim;
-  ao.micro_batch_size = opts.micro_batch_size;
-  Actor actor(policy, ao);
+  SftLearner learner(policy, opts, device);
   std::vector<float> zero(trajs.size(), 0.0f);
   std::vector<PackedRow> rows = pack_trajectories(trajs, zero, /*merge_prefix_steps=*/true);
   SftResult res;
@@ -117,7 +143,7 @@ SftResult run_sft(model::Transformer& policy, const std::vector<Trajectory>& tra
     for (size_t start = 0; start < order.size(); start += static_cast<size_t>(opts.batch_size)) {
       std::vector<PackedRow> batch;
       for (size_t k = start; k < std::min(order.size(), start + opts.batch_size); ++k) batch.push_back(rows[order[k]]);
-      auto m = actor.sft_step(batch);
+      auto m = learner.step(batch);
       res.steps++;
       if (res.steps == 1) res.first_loss = m["sft/loss"];
       loss_sum += m["sft/loss"];

@@ -8,8 +8,13 @@
 //
 // A demonstration is {"sample": <Agent-R1 sample>, "actions": ["<assistant text>", ...]}:
 // the assistant texts of each turn exactly as the model should write them, including
-// the end-of-turn token text (e.g. "<|im_end|>"). assistant_action_text() turns a chat
-// message with tool_calls into that text for the hermes format.
+// the end-of-turn token text (e.g. "<|im_end|>"). tasks::assistant_action_text() turns a
+// chat message with tool_calls into that text for the hermes format; task families'
+// demonstrations() produce this format.
+//
+// The SFT step runs on the shared learner core: one mini-batch (the step's rows), split
+// into micro-batches by update.h's token-weighting rule, loss = token-mean NLL over the
+// action tokens at temperature 1, one guarded Optimizer step.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +26,8 @@
 #include "agentr1/core/trajectory.h"
 #include "agentr1/flow/agent_flow.h"
 #include "agentr1/model/transformer.h"
-#include "agentr1/train/actor.h"
+#include "agentr1/train/optimizer.h"
+#include "agentr1/train/update.h"
 
 namespace agentr1::train {
 
@@ -30,6 +36,7 @@ struct SftOptions {
   int epochs = 3;                   // passes over the demonstrations
   int batch_size = 32;              // trajectories per optimiser step
   int micro_batch_size = 16;        // rows per forward/backward
+  int64_t min_shared_prefix = 16;   // compute a micro-batch's common row prefix once (>= N tokens)
   int seed = 7;                     // shuffling
   int log_every = 10;               // progress line every N optimiser steps
   void validate() const;
@@ -44,10 +51,25 @@ struct SftResult {
   std::vector<std::map<std::string, double>> history;  // per optimiser step
 };
 
-// Hermes/Qwen form of one assistant message: content, then for each tool call
-// ("\n" between parts) <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>,
-// then end_of_turn. Arguments rendered with python_tojson (as the template does).
-std::string assistant_action_text(const json& message, const std::string& end_of_turn);
+// One supervised learner: an Optimizer ("sft") and the NLL loss on the learner core.
+class SftLearner {
+ public:
+  SftLearner(model::Transformer policy, const SftOptions& opts, at::Device device = at::Device(at::kCPU));
+  // One optimiser step on the action tokens of `rows`. Returns sft/loss (token-mean
+  // NLL before the step), sft/token_acc (argmax accuracy), sft/tokens, sft/grad_norm,
+  // sft/lr. Throws Error if the rows have no action token.
+  Metrics step(const std::vector<PackedRow>& rows);
+  // The NLL of one micro-batch (token mean over its action tokens); adds unweighted
+  // sft/token_acc to m. For tests.
+  at::Tensor micro_batch_loss(const TrainBatch& b, const MicroBatchScale& s, Metrics& m);
+  Optimizer& optimizer() { return optim_; }
+
+ private:
+  model::Transformer policy_;
+  SftOptions opts_;
+  at::Device device_;
+  Optimizer optim_;
+};
 
 // Runs each demonstration through the sample's agent loop with a scripted generator.
 // Throws Error if a demonstration ends early (the env finished before its actions
@@ -60,6 +82,7 @@ std::vector<Trajectory> demonstration_trajectories(const std::vector<json>& demo
 // JSON line per step.
 SftResult run_sft(model::Transformer& policy, const std::vector<Trajectory>& trajs,
                   const SftOptions& opts,
-                  const std::function<void(const json&)>& metrics_sink = nullptr);
+                  const std::function<void(const json&)>& metrics_sink = nullptr,
+                  at::Device device = at::Device(at::kCPU));
 
 }  // namespace agentr1::train

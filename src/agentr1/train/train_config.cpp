@@ -3,16 +3,22 @@
 #include "agentr1/algo/estimator.h"
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
+#include "agentr1/train/device.h"
+
+#include <cmath>
 
 namespace agentr1::train {
 
 void DataOptions::validate() const {
   AGENTR1_CHECK(train_batch_size >= 1, "data.train_batch_size must be >= 1, got " << train_batch_size);
-  AGENTR1_CHECK(train_size >= 1, "data.train_size must be >= 1, got " << train_size);
-  AGENTR1_CHECK(val_size >= 0, "data.val_size must be >= 0, got " << val_size);
-  AGENTR1_CHECK(min_level >= 1 && max_level <= 4 && min_level <= max_level,
-                "data.min_level/max_level must satisfy 1 <= min_level <= max_level <= 4, got "
-                    << min_level << ".." << max_level);
+  AGENTR1_CHECK(!task.empty(), "data.task must name a task family (e.g. arithmetic), got ''");
+  AGENTR1_CHECK(task_kwargs.is_object() || task_kwargs.is_null(),
+                "data.task_kwargs must be a map of the task family's options, got " << task_kwargs.dump());
+  // The sizes only matter for generated datasets; a file's row count is the file's.
+  if (train_files.empty())
+    AGENTR1_CHECK(train_size >= 1, "data.train_size must be >= 1 (no data.train_files given), got " << train_size);
+  if (val_files.empty())
+    AGENTR1_CHECK(val_size >= 0, "data.val_size must be >= 0 (no data.val_files given), got " << val_size);
 }
 
 void RolloutConfig::validate() const {
@@ -30,8 +36,11 @@ void AlgorithmOptions::resolve() {
 
 void AlgorithmOptions::validate() const {
   with_context("algorithm.adv_estimator", [&] { return algo::make_estimator(adv_estimator); });
-  AGENTR1_CHECK(gamma > 0 && gamma <= 1, "algorithm.gamma must be in (0, 1], got " << gamma);
-  AGENTR1_CHECK(lam >= 0 && lam <= 1, "algorithm.lam must be in [0, 1], got " << lam);
+  AGENTR1_CHECK(estimator.gamma > 0 && estimator.gamma <= 1,
+                "algorithm.gamma must be in (0, 1], got " << estimator.gamma);
+  AGENTR1_CHECK(estimator.eps > 0 && std::isfinite(estimator.eps),
+                "algorithm.eps must be a positive number, got " << estimator.eps);
+  estimator.validate();
   kl_ctrl.validate();
 }
 
@@ -44,6 +53,7 @@ void TrainerOptions::validate() const {
   AGENTR1_CHECK(threads >= 0, "trainer.threads must be >= 0 (0 = all cores), got " << threads);
   AGENTR1_CHECK(tool_threads >= 1, "trainer.tool_threads must be >= 1, got " << tool_threads);
   AGENTR1_CHECK(critic_warmup >= 0, "trainer.critic_warmup must be >= 0, got " << critic_warmup);
+  with_context("trainer.device", [&] { return parse_device(device); });
 }
 
 void TrainConfig::validate() {

@@ -1,0 +1,168 @@
+// The comparison: the method table is data (configs/compare.yaml) with clear errors, and
+// run_comparison runs each method from the same checkpoint and seeds, writing a table
+// and JSON with per-method validation curves (the plot is the app's job).
+#include "agentr1/train/compare.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "agentr1/core/config.h"
+#include "agentr1/core/error.h"
+#include "agentr1/model/transformer.h"
+#include "agentr1/text/tokenizer.h"
+#include "agentr1/train/checkpoint.h"
+#include "agentr1/train/run_dir.h"
+#include "agentr1/train/train_config.h"
+#include "agentr1/train/train_test_util.h"
+
+namespace agentr1::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string make_tiny_model_dir() { return testing::make_tiny_model_dir("cmp"); }
+
+// The shipped recipe, as the app reads it (from its data dir copy of this file).
+CompareRecipe shipped_recipe() {
+  return parse_compare_recipe(load_yaml_file(std::string(AGENTR1_SOURCE_DIR) + "/configs/compare.yaml"));
+}
+
+// The error message of fn(), or "" if it did not throw agentr1::Error.
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
+  const CompareRecipe r = shipped_recipe();
+  EXPECT_EQ(known_methods(r.methods),
+            (std::vector<std::string>{"grpo", "ppo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline",
+                                      "turn_rloo", "gspo"}));
+  EXPECT_EQ(r.default_methods, (std::vector<std::string>{"grpo", "ppo", "rloo", "reinforce_plus_plus"}));
+  EXPECT_EQ(method_overrides(r.methods, "ppo"), std::vector<std::string>{"algorithm.adv_estimator=gae"});
+  EXPECT_EQ(method_overrides(r.methods, "gspo"),
+            (std::vector<std::string>{"algorithm.adv_estimator=grpo", "actor.policy_loss=gspo",
+                                      "actor.loss_agg_mode=seq-mean-token-mean"}));
+  // Every method makes a valid config out of the defaults.
+  for (const auto& [name, overrides] : r.methods) {
+    json tree = default_train_tree();
+    for (const auto& o : overrides) apply_override(tree, o);
+    EXPECT_NO_THROW(load_train_config(tree)) << name;
+  }
+}
+
+TEST(CompareRecipeTest, UnknownMethodListsTheKnownOnes) {
+  const CompareRecipe r = shipped_recipe();
+  EXPECT_EQ(error_of([&] { method_overrides(r.methods, "dpo"); }),
+            "unknown comparison method 'dpo'; known: grpo, ppo, rloo, reinforce_plus_plus, "
+            "reinforce_plus_plus_baseline, turn_rloo, gspo");
+}
+
+TEST(CompareRecipeTest, MalformedTableNamesTheEntryAndTheRule) {
+  EXPECT_EQ(parse_method_table(yaml_to_json("a: [x=1, '~y']\nb: []\n")),
+            (MethodTable{{"a", {"x=1", "~y"}}, {"b", {}}}));
+  const std::string not_map = error_of([] { parse_method_table(yaml_to_json("[grpo, ppo]")); });
+  EXPECT_NE(not_map.find("must be a map of method name -> list of \"key=value\" config overrides"),
+            std::string::npos)
+      << not_map;
+  EXPECT_NE(error_of([] { parse_method_table(yaml_to_json("{}")); }).find("at least one method"), std::string::npos);
+  const std::string not_list = error_of([] { parse_method_table(yaml_to_json("grpo: algorithm.adv_estimator=grpo")); });
+  EXPECT_NE(not_list.find("comparison method 'grpo' must be a list of \"key=value\" config overrides, got "
+                          "\"algorithm.adv_estimator=grpo\""),
+            std::string::npos)
+      << not_list;
+  const std::string bad_item = error_of([] { parse_method_table(yaml_to_json("grpo: [a=1]\nppo: [a=1, 3]")); });
+  EXPECT_NE(bad_item.find("comparison method 'ppo': override 2 must be a \"key=value\" (or \"~key\") string, got 3"),
+            std::string::npos)
+      << bad_item;
+  const std::string no_eq = error_of([] { parse_method_table(yaml_to_json("ppo: [algorithm.adv_estimator]")); });
+  EXPECT_NE(no_eq.find("comparison method 'ppo': override 1 must be"), std::string::npos) << no_eq;
+}
+
+TEST(CompareRecipeTest, RecipeErrorsNameTheKey) {
+  const std::string unknown_default =
+      error_of([] { parse_compare_recipe(yaml_to_json("methods: {grpo: [a=1]}\ndefault_methods: [grpo, dpo]")); });
+  EXPECT_NE(unknown_default.find("default_methods: unknown comparison method 'dpo'; known: grpo"), std::string::npos)
+      << unknown_default;
+  const std::string extra = error_of(
+      [] { parse_compare_recipe(yaml_to_json("methods: {grpo: [a=1]}\ndefault_methods: [grpo]\nmethod: {}")); });
+  EXPECT_NE(extra.find("unknown key 'method'; known: methods, default_methods"), std::string::npos) << extra;
+  const std::string no_table = error_of([] { parse_compare_recipe(yaml_to_json("default_methods: [grpo]")); });
+  EXPECT_NE(no_table.find("missing 'methods'"), std::string::npos) << no_table;
+  const std::string no_default = error_of([] { parse_compare_recipe(yaml_to_json("methods: {grpo: [a=1]}")); });
+  EXPECT_NE(no_default.find("default_methods must be a non-empty list"), std::string::npos) << no_default;
+  const std::string bad_table =
+      error_of([] { parse_compare_recipe(yaml_to_json("methods: {grpo: 3}\ndefault_methods: [grpo]")); });
+  EXPECT_NE(bad_table.find("comparison recipe: methods: comparison method 'grpo' must be a list"), std::string::npos)
+      << bad_table;
+}
+
+// The comparison runs each method from the same checkpoint and seeds, and writes a
+// table and JSON with per-method validation curves; no plot files.
+TEST(CompareTest, RunsMethodsAndWritesTableAndJson) {
+  const std::string dir = make_tiny_model_dir();
+  json tree = default_train_tree();
+  for (const std::string& o : std::vector<std::string>{
+           "model.path=" + dir + "/model", "trainer.total_steps=1", "trainer.test_freq=1", "trainer.threads=1",
+           "data.train_batch_size=2", "data.val_size=2", "rollout.n=2", "rollout.val_k=1",
+           "rollout.max_new_tokens=6", "rollout.max_prompt_tokens=2048", "rollout.max_steps=2",
+           "trainer.progress=false", "trainer.dump_trajectories=0"})
+    apply_override(tree, o);
+  CompareOptions o;
+  o.method_table = shipped_recipe().methods;
+  o.methods = {"grpo", "ppo"};
+  o.out_dir = dir + "/cmp";
+  CompareResult r = run_comparison(tree, o);
+  ASSERT_EQ(r.methods.size(), 2u);
+  EXPECT_EQ(r.baseline_spread, 0.0) << "same checkpoint + seeds: identical step-0 validations";
+  for (const auto& m : r.methods) {
+    EXPECT_EQ(m.curve.size(), 2u) << m.method;  // validations at steps 0 and 1
+    EXPECT_TRUE(fs::exists(o.out_dir + "/" + m.method + "/summary.json")) << m.method;
+  }
+  // ppo really ran with the critic: its run logged critic metrics, grpo's did not.
+  EXPECT_NE(read_text_file(o.out_dir + "/ppo/metrics.jsonl").find("critic/vf_loss"), std::string::npos);
+  EXPECT_EQ(read_text_file(o.out_dir + "/grpo/metrics.jsonl").find("critic/vf_loss"), std::string::npos);
+  const std::string md = read_text_file(o.out_dir + "/comparison.md");
+  for (const char* row : {"| training-free baseline |", "| grpo |", "| ppo |"})
+    EXPECT_NE(md.find(row), std::string::npos) << md;
+  const json j = json::parse(read_text_file(o.out_dir + "/comparison.json"));
+  ASSERT_EQ(j["methods"].size(), 2u);
+  EXPECT_EQ(j["methods"][1]["method"], "ppo");
+  EXPECT_EQ(j["methods"][0]["curve"][1][0], 1);
+  EXPECT_EQ(read_validation_curve(o.out_dir + "/grpo/metrics.jsonl"), r.methods[0].curve);
+  // Plotting is the caller's (apps/agentr1/plot.h): the library writes no plot files.
+  EXPECT_FALSE(fs::exists(o.out_dir + "/val_accuracy.dat"));
+  EXPECT_FALSE(fs::exists(o.out_dir + "/val_accuracy.gp"));
+  EXPECT_FALSE(fs::exists(o.out_dir + "/val_accuracy.png"));
+
+  // Every method is checked before the first run starts.
+  CompareOptions bad = o;
+  bad.out_dir = dir + "/bad";
+  bad.methods = {"grpo", "dpo"};
+  EXPECT_NE(error_of([&] { run_comparison(tree, bad); }).find("unknown comparison method 'dpo'; known: grpo, ppo"),
+            std::string::npos);
+  bad.methods = {"grpo", "typo"};
+  bad.method_table.push_back({"typo", {"algorithm.adv_estimatr=grpo"}});
+  const std::string typo = error_of([&] { run_comparison(tree, bad); });
+  EXPECT_NE(typo.find("compare method 'typo'"), std::string::npos) << typo;
+  EXPECT_NE(typo.find("adv_estimatr"), std::string::npos) << typo;
+  bad.methods = {"grpo", "grpo"};
+  EXPECT_NE(error_of([&] { run_comparison(tree, bad); }).find("'grpo' is listed twice"), std::string::npos);
+  bad.methods = {};
+  EXPECT_NE(error_of([&] { run_comparison(tree, bad); }).find("no methods given; known: grpo, ppo"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(bad.out_dir + "/grpo")) << "no run may start when a method is bad";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace agentr1::train

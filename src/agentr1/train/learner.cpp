@@ -1,0 +1,70 @@
+#include "agentr1/train/learner.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace agentr1::train {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Learner::Learner(model::Transformer policy, model::Transformer reference, std::unique_ptr<Critic> critic,
+                 ActorOptions actor_opts, at::Device device)
+    : actor_(std::move(policy), std::move(actor_opts), device),
+      reference_(std::move(reference)),
+      critic_(std::move(critic)),
+      device_(device) {}
+
+Learner::~Learner() = default;
+
+Metrics Learner::score(std::vector<PackedRow>& rows) {
+  Metrics m;
+  auto t0 = std::chrono::steady_clock::now();
+  actor_.fill_logprobs(rows, &PackedRow::old_logprob);
+  m["timing/old_log_prob"] = seconds_since(t0);
+  if (has_reference()) {
+    t0 = std::chrono::steady_clock::now();
+    score_logprobs(reference_, rows, &PackedRow::ref_logprob,
+                   actor_.options().loop.scoring(device_, actor_.options().temperature));
+    m["timing/ref"] = seconds_since(t0);
+  }
+  if (critic_) {
+    t0 = std::chrono::steady_clock::now();
+    critic_->fill_values(rows);
+    m["timing/values"] = seconds_since(t0);
+  }
+  double diff = 0;
+  int64_t n = 0;
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.tokens.size(); ++i)
+      if (r.action[i]) {
+        diff = std::max<double>(diff, std::abs(r.old_logprob[i] - r.rollout_logprob[i]));
+        n++;
+      }
+  m["rollout/logprob_max_diff"] = diff;
+  m["batch/rows"] = static_cast<double>(rows.size());
+  m["batch/action_tokens"] = static_cast<double>(n);
+  return m;
+}
+
+Metrics Learner::update(const std::vector<PackedRow>& rows, bool update_actor) {
+  Metrics m;
+  if (critic_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Metrics cm = critic_->update(rows);
+    m["timing/update_critic"] = seconds_since(t0);
+    m.insert(cm.begin(), cm.end());
+  }
+  if (update_actor) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Metrics am = actor_.update(rows);
+    m["timing/update_actor"] = seconds_since(t0);
+    m.insert(am.begin(), am.end());
+  }
+  return m;
+}
+
+}  // namespace agentr1::train

@@ -1,0 +1,99 @@
+#include "agentr1/train/step_logger.h"
+
+#include <iomanip>
+
+#include "agentr1/core/log.h"
+#include "agentr1/text/tokenizer.h"
+
+namespace agentr1::train {
+
+Metrics rollout_metrics(const std::vector<Trajectory>& trajs, const AdvantageResult& est) {
+  Metrics m;
+  if (trajs.empty()) return m;
+  double sum = 0, mx = -1e30, mn = 1e30;
+  for (const auto& t : trajs) {
+    const double x = t.total_reward();
+    sum += x;
+    mx = std::max(mx, x);
+    mn = std::min(mn, x);
+  }
+  m["critic/score/mean"] = sum / static_cast<double>(trajs.size());
+  m["critic/score/max"] = mx;
+  m["critic/score/min"] = mn;
+  double rsum = 0;
+  for (double r : est.rewards) rsum += r;
+  m["critic/rewards/mean"] = rsum / static_cast<double>(std::max<size_t>(est.rewards.size(), 1));
+  auto tm = mean_trajectory_metrics(trajs);
+  for (const auto& kv : tm) m["env/" + kv.first + "/mean"] = kv.second;
+  m["response_length/mean"] = tm["response_length"];
+  m["env/success/mean"] = tm["success"];
+  return m;
+}
+
+StepLogger::StepLogger(const RunDir& run, const text::Tokenizer& tokenizer, int dump_trajectories, bool progress)
+    : run_(run), tokenizer_(tokenizer), dump_(dump_trajectories), progress_(progress) {}
+
+void StepLogger::metrics(int64_t step, const Metrics& m) const { run_.append_jsonl("metrics.jsonl", metrics_json(step, m)); }
+
+void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, const AdvantagePhase::Output& adv,
+                           const DumpColumns& cols) const {
+  const StepTokenValues& token_adv = adv.result.advantages;
+  for (size_t i = 0; i < trajs.size() && (dump_ < 0 || static_cast<int>(i) < dump_); ++i) {
+    json j = trajs[i].to_json();
+    double sum = 0;
+    size_t n = 0;
+    for (const auto& st : token_adv[i])
+      for (float a : st) sum += a, ++n;
+    j["advantage"] = n > 0 ? sum / static_cast<double>(n) : 0.0;
+    j["score"] = trajs[i].total_reward();
+    if (cols.token_kl) j["reward"] = adv.result.rewards[i];  // score - kl_coef * sum(token_kl)
+    for (size_t k = 0; k < j["steps"].size(); ++k) {
+      json& st = j["steps"][k];
+      st["response_text"] = tokenizer_.decode(st["response_ids"].get<TokenIds>());
+      st["advantage"] = token_adv[i][k];
+      const bool per_step = cols.step_level && !token_adv[i][k].empty();
+      if (per_step) {
+        st["advantages"] = token_adv[i][k].front();
+        st["returns"] = adv.result.returns[i][k].front();
+        st["values"] = adv.values[i][k].front();
+      } else {
+        st["advantages"] = token_adv[i][k];
+        st["returns"] = adv.result.returns[i][k];
+        if (cols.values) st["values"] = adv.values[i][k];
+      }
+      if (cols.token_kl) st["token_kl"] = adv.token_kl[i][k];
+    }
+    if (!j["steps"].empty())
+      j["steps"][0]["prompt_text"] = tokenizer_.decode(j["steps"][0]["prompt_ids"].get<TokenIds>());
+    run_.append_jsonl("trajectories/" + step_name(step) + ".jsonl", j);
+  }
+}
+
+void StepLogger::validation(int64_t step, const EvalResult& r, const std::vector<Sample>& samples) const {
+  run_.append_jsonl("metrics.jsonl", metrics_json(step, r.metrics()));
+  for (size_t i = 0; i < r.greedy_trajectories.size() && i < 16 && i < samples.size(); ++i) {
+    json j = r.greedy_trajectories[i].to_json();
+    j["sample"] = samples[i].to_json();
+    run_.append_jsonl("trajectories/val_" + step_name(step) + ".jsonl", j);
+  }
+  AGENTR1_LOG(INFO) << "validation @ step " << step << ": greedy success " << r.greedy_success << ", mean@" << r.k
+                    << " " << r.mean_at_k << ", tool use " << r.greedy_tool_use << " (" << r.num_prompts
+                    << " prompts, " << std::fixed << std::setprecision(1) << r.wall_s << " s)";
+}
+
+void StepLogger::progress(int64_t step, int64_t total, const Metrics& m, double dt) {
+  step_time_ema_ = step_time_ema_ == 0 ? dt : 0.7 * step_time_ema_ + 0.3 * dt;
+  if (!progress_) return;
+  auto get = [&](const char* k) {
+    auto it = m.find(k);
+    return it == m.end() ? 0.0 : it->second;
+  };
+  const double eta = step_time_ema_ * static_cast<double>(total - step);
+  AGENTR1_LOG(INFO) << "step " << step << "/" << total << "  reward " << std::fixed << std::setprecision(3)
+                    << get("critic/score/mean") << "  success " << get("env/success/mean") << "  tool calls "
+                    << get("env/tool_calls/mean") << "  len " << std::setprecision(1) << get("response_length/mean")
+                    << "  pg_loss " << std::setprecision(4) << get("actor/pg_loss") << "  " << std::setprecision(1)
+                    << dt << " s/step  ETA " << eta << " s";
+}
+
+}  // namespace agentr1::train

@@ -1,0 +1,69 @@
+// agentr1/train/step_logger.h — what a step leaves behind: metrics.jsonl, trajectory
+// dumps, the progress line; and the batch metrics computed from a step's rollouts.
+//
+//   StepLogger log(run, tokenizer, cfg.trainer.dump_trajectories, cfg.trainer.progress);
+//   m.merge(rollout_metrics(trajs, adv.result));
+//   log.dump_step(step, trajs, adv, dump_columns);      // trajectories/step_NNNNNN.jsonl
+//   log.metrics(step, m);                               // one line of metrics.jsonl
+//   log.progress(step, total, m, seconds);              // stderr, with an ETA
+//
+// Dumps (per trajectory): the trajectory's JSON (steps with prompt/response ids and
+// log-probs), "score" (outcome + step rewards), "advantage" (mean over its tokens),
+// "reward" (the KL-penalised score, with KL in the reward), each step's
+// "response_text", the first step's "prompt_text", and the audit columns:
+// "advantage"/"advantages", "returns", "values" (per action token, or one per step for
+// step-level values) and "token_kl".
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agentr1/core/trajectory.h"
+#include "agentr1/train/advantages.h"
+#include "agentr1/train/evaluate.h"
+#include "agentr1/train/run_dir.h"
+#include "agentr1/train/update.h"
+
+namespace agentr1::text {
+class Tokenizer;
+}
+
+namespace agentr1::train {
+
+// Which audit columns a dump carries.
+struct DumpColumns {
+  bool values = false;       // a critic produced values
+  bool step_level = false;   // values, returns and advantages are one per step (gae)
+  bool token_kl = false;     // KL in the reward
+};
+
+// critic/score/{mean,max,min} (trajectory total reward), critic/rewards/mean (with the
+// KL penalty), env/<metric>/mean for every trajectory metric, response_length/mean,
+// env/success/mean.
+Metrics rollout_metrics(const std::vector<Trajectory>& trajs, const AdvantageResult& est);
+
+class StepLogger {
+ public:
+  // dump_trajectories: per step, 0 = none, -1 = all. Neither argument is owned.
+  StepLogger(const RunDir& run, const text::Tokenizer& tokenizer, int dump_trajectories, bool progress);
+  void metrics(int64_t step, const Metrics& m) const;
+  void dump_step(int64_t step, const std::vector<Trajectory>& trajs, const AdvantagePhase::Output& adv,
+                 const DumpColumns& columns) const;
+  // val_<step>.jsonl: up to 16 greedy trajectories with their samples; val/* metrics line;
+  // a log line.
+  void validation(int64_t step, const EvalResult& r, const std::vector<Sample>& samples) const;
+  // "step k/N reward ... ETA" on the log (INFO), with an exponential moving average of
+  // the step time.
+  void progress(int64_t step, int64_t total, const Metrics& m, double step_seconds);
+
+ private:
+  const RunDir& run_;
+  const text::Tokenizer& tokenizer_;
+  int dump_;
+  bool progress_;
+  double step_time_ema_ = 0;
+};
+
+}  // namespace agentr1::train
