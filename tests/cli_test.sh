@@ -32,6 +32,15 @@ check "unknown command" one_line_error frobnicate
 check "tokenize: missing dir" one_line_error tokenize --tokenizer "$tmp/nope"
 check "train: unknown key" one_line_error train rollout.nn=3
 check "train: bad value" one_line_error train rollout.n=0
+check "train: moved key" one_line_error train data.min_level=2
+check "train: moved key names its new place" grep -q "data.task_kwargs.min_level" "$tmp/err"
+check "train: unknown task family" one_line_error train data.task=sudoku
+check "train: task family lists known" grep -q "known: arithmetic" "$tmp/err"
+check "train: bad task option" one_line_error train ++data.task_kwargs.max_level=9
+if ! python3 -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  check "train: cuda without CUDA" one_line_error train trainer.device=cuda
+  check "train: cuda hint" grep -q "trainer.device=cpu" "$tmp/err"
+fi
 check "init-model: bad arch" one_line_error init-model --arch gpt2 --vocab-size 10 --out "$tmp/m"
 check "compare: unknown method" one_line_error compare --methods grpo,dpo --out "$tmp/cmp"
 check "compare: names the method" grep -q "unknown comparison method 'dpo'" "$tmp/err"

@@ -3,6 +3,8 @@
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
+#include "agentr1/tasks/builtin.h"
+#include "agentr1/tasks/task_family.h"
 #include "agentr1/train/default_recipe.h"
 #include "agentr1/train/run_dir.h"
 #include "agentr1/train/train_config.h"
@@ -13,9 +15,12 @@
 namespace agentr1::cli {
 namespace {
 
-// defaults < recipe (a YAML tree; {} = none) < --config file < overrides.
-json layered_tree(const std::string& config_file, const json& recipe, const std::vector<std::string>& overrides) {
+// defaults < the task family's recipe defaults < recipe (a YAML tree; {} = none) <
+// --config file < overrides.
+json layered_tree(const std::string& config_file, const std::vector<std::string>& family_defaults,
+                  const json& recipe, const std::vector<std::string>& overrides) {
   json tree = train::default_train_tree();
+  for (const auto& o : family_defaults) with_context("recipe default of data.task", [&] { apply_override(tree, o); });
   merge_json(tree, recipe);  // unknown keys are reported when the tree is bound
   if (!config_file.empty()) {
     json file = with_context("--config " + config_file, [&] { return load_yaml_file(config_file); });
@@ -26,22 +31,40 @@ json layered_tree(const std::string& config_file, const json& recipe, const std:
   return tree;
 }
 
-// Whether the layers leave model.path unset. Only decides which layers apply: overrides
-// that fail here are skipped (the real layering reports them), so that one that only
-// works with the recipe's keys in place (e.g. rollout.env_kwargs.tools_in_prompt=true)
-// is not rejected before the recipe is layered in.
-bool model_path_unset(const std::string& config_file, const std::vector<std::string>& overrides) {
-  json tree = layered_tree(config_file, json::object(), {});
+// The file and overrides over the defaults, only to decide which layers apply (model.path
+// unset -> builtin.yaml; data.task -> its recipe defaults). Overrides that fail here are
+// skipped (the real layering reports them), so that one that only works with the
+// recipe's keys in place (e.g. rollout.env_kwargs.tools_in_prompt=true) is not rejected
+// before the recipe is layered in.
+json preliminary_tree(const std::string& config_file, const std::vector<std::string>& overrides) {
+  json tree = layered_tree(config_file, {}, json::object(), {});
   for (const auto& o : overrides) {
     try {
       apply_override(tree, o);
     } catch (const Error&) {
     }
   }
+  return tree;
+}
+
+bool model_path_unset(const json& tree) {
   const auto model = tree.find("model");
   if (model == tree.end() || !model->is_object()) return true;  // binding reports a bad type
   const auto path = model->find("path");
   return path == model->end() || path->is_null() || (path->is_string() && path->get<std::string>().empty());
+}
+
+// The selected task family's recipe_defaults() (data.task as the layers leave it). A bad
+// name or options give nothing here; load_train_config reports them.
+std::vector<std::string> family_recipe_defaults(const json& tree) {
+  try {
+    const json& data = tree.at("data");
+    tasks::register_builtin_tasks();
+    return tasks::make_task_family(data.at("task").get<std::string>(), data.value("task_kwargs", json::object()))
+        ->recipe_defaults();
+  } catch (const std::exception&) {
+    return {};
+  }
 }
 
 void warn_on_prompt_format_mismatch(const json& tree, const std::string& model_dir) {
@@ -60,17 +83,43 @@ std::string builtin_chat_template_file(const std::string& chat_template_file) {
   return chat_template_file.empty() ? data_path("qwen3_tokenizer_config.json") : chat_template_file;
 }
 
+TrainTree resolve_train_tree_unhinted(const std::string& config_file, const std::vector<std::string>& overrides,
+                                      const std::string& chat_template_file);
+
+// Keys of earlier versions that moved into data.task_kwargs: an error about one of them
+// gets a HINT saying where it went.
+[[noreturn]] void rethrow_with_moved_key_hint(const Error& e) {
+  const std::string what = e.what();
+  for (const char* key : {"min_level", "max_level", "use_system_prompt"}) {
+    if (what.find("'data' has no key '" + std::string(key) + "'") == std::string::npos) continue;
+    throw Error(what + " HINT: data." + key + " moved to the task family's options: data.task_kwargs." + key +
+                " (e.g. ++data.task_kwargs." + key + "=...)");
+  }
+  throw e;
+}
+
 TrainTree resolve_train_tree(const std::string& config_file, const std::vector<std::string>& overrides,
                              const std::string& chat_template_file) {
+  try {
+    return resolve_train_tree_unhinted(config_file, overrides, chat_template_file);
+  } catch (const Error& e) {
+    rethrow_with_moved_key_hint(e);
+  }
+}
+
+TrainTree resolve_train_tree_unhinted(const std::string& config_file, const std::vector<std::string>& overrides,
+                                      const std::string& chat_template_file) {
   TrainTree t;
   json recipe = json::object();
   std::string recipe_file;
-  if (model_path_unset(config_file, overrides)) {
+  const json first = preliminary_tree(config_file, overrides);
+  const std::vector<std::string> family_defaults = family_recipe_defaults(first);
+  if (model_path_unset(first)) {
     recipe_file = data_file("configs/builtin.yaml");
     recipe = with_context("built-in recipe", [&] { return load_yaml_file(recipe_file); });
     t.builtin_model = true;
   }
-  t.tree = layered_tree(config_file, recipe, overrides);
+  t.tree = layered_tree(config_file, family_defaults, recipe, overrides);
   const train::TrainConfig cfg = train::load_train_config(t.tree);  // fail fast, before any build
   set_threads(cfg.trainer.threads);
   if (!t.builtin_model) return t;

@@ -3,9 +3,9 @@
 //   TrainTree t = resolve_train_tree(config_file, overrides, chat_template);
 //   TrainConfig cfg = load_train_config(t.tree);   // typed + validated
 //
-// Layers, later wins: defaults < configs/builtin.yaml from the data dir (only when
-// model.path is unset: the built-in model's prompt format and RL recipe) < the YAML
-// file < the dotted overrides.
+// Layers, later wins: defaults < the task family's recipe_defaults() (data.task) <
+// configs/builtin.yaml from the data dir (only when model.path is unset: the built-in
+// model's prompt format and RL recipe) < the YAML file < the dotted overrides.
 #pragma once
 
 #include <string>

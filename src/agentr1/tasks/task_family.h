@@ -57,8 +57,9 @@ class TaskFamily {
                                            std::vector<std::string>* rendered = nullptr) const = 0;
 
   // Train-config overrides ("key=value", dotted, as on the CLI) a run of this family
-  // starts from (e.g. rollout budgets); applied under the user's config, so the user can
-  // override each. Empty by default.
+  // starts from (e.g. rollout budgets); the agentr1 app layers them right above the
+  // defaults (apps/agentr1/train_setup.cpp), under the recipe file, --config and the
+  // overrides, so the user can override each. Empty by default.
   virtual std::vector<std::string> recipe_defaults() const { return {}; }
 };
 

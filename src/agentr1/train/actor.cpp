@@ -4,6 +4,7 @@
 
 #include "agentr1/algo/loss_agg.h"
 #include "agentr1/core/error.h"
+#include "agentr1/train/device.h"
 
 namespace agentr1::train {
 
@@ -26,8 +27,8 @@ void ActorOptions::validate() const {
   loss.validate();
 }
 
-Actor::Actor(model::Transformer policy, ActorOptions opts, at::Device device)
-    : policy_(std::move(policy)), opts_(std::move(opts)), device_(device) {
+Actor::Actor(model::Transformer policy, ActorOptions opts)
+    : policy_(std::move(policy)), opts_(std::move(opts)), device_(module_device(*policy_)) {
   opts_.resolve();
   loss_fn_ = algo::make_policy_loss(opts_.policy_loss);
   optim_ = std::make_unique<Optimizer>(policy_->parameters(), opts_.optim, "actor", opts_.loop.max_consecutive_skips);

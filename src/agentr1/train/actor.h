@@ -1,7 +1,7 @@
 // agentr1/train/actor.h — the policy learner: its options, its loss, and the calls
 // into the shared learner core (scoring.h, update.h, optimizer.h).
 //
-//   Actor actor(policy, opts, device);
+//   Actor actor(policy, opts);                            // on the policy's device
 //   actor.fill_logprobs(rows, &PackedRow::old_logprob);   // before the update, no grad
 //   Metrics m = actor.update(rows);                       // one RL step (PPO-style)
 //
@@ -75,9 +75,9 @@ struct ActorOptions {
 
 class Actor {
  public:
-  // Resolves opts (Error naming actor.<key>). device: where the learner's tensors go
-  // (the policy must already be there).
-  Actor(model::Transformer policy, ActorOptions opts, at::Device device = at::Device(at::kCPU));
+  // Resolves opts (Error naming actor.<key>). The learner's tensors go to the policy's
+  // device (trainer.device, where the trainer loaded it).
+  Actor(model::Transformer policy, ActorOptions opts);
   ~Actor();
 
   model::Transformer& policy() { return policy_; }

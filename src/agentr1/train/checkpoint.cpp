@@ -68,10 +68,9 @@ std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir)
 int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Optimizer& policy_optim, Critic* critic,
                         json* state) {
   return with_context("loading checkpoint '" + dir + "'", [&]() -> int64_t {
-    const auto params = policy->parameters();
-    // Load straight onto the policy's device (a parameter-less model has no device: host).
-    const at::Device device = params.empty() ? at::Device(at::kCPU) : params.front().device();
-    model::Transformer loaded = model::load_pretrained(dir, at::kFloat, device);
+    // Staged in host memory, then copied into the live weights on their device: loading
+    // onto the device would hold a second full fp32 copy of the model there.
+    model::Transformer loaded = model::load_pretrained(dir, at::kFloat, at::Device(at::kCPU));
     {
       torch::NoGradGuard no_grad;
       auto dst = policy->named_parameters();

@@ -43,13 +43,14 @@ int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Opti
 //   if (auto r = ck.restore_latest()) { step = r->step; ... r->state["kl_coef"] ... }
 class Checkpointer {
  public:
-  // Nothing is owned; critic may be null.
+  // policy is a shared module handle; the optimiser and the critic (may be null) are
+  // borrowed and must outlive the Checkpointer.
   Checkpointer(std::string checkpoints_dir, std::string tokenizer_dir, model::Transformer policy,
                Optimizer& policy_optim, Critic* critic);
   void save(int64_t step, const json& extra_state = json::object());
   struct Restored {
-    std::string dir;
-    int64_t step = 0;
+    std::string dir;    // the checkpoint directory loaded
+    int64_t step = 0;   // its RL step
     json state;  // trainer_state.json
   };
   // Loads the latest checkpoint into the policy, its optimiser and the critic;

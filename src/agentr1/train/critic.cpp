@@ -9,6 +9,7 @@
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
 #include "agentr1/model/safetensors.h"
+#include "agentr1/train/device.h"
 #include "agentr1/train/run_dir.h"
 
 namespace agentr1::train {
@@ -102,10 +103,10 @@ at::Tensor value_predictions(ValueModel& model, const TrainBatch& batch) {
       .slice(/*dim=*/1, 0, -1);
 }
 
-Critic::Critic(ValueModel model, CriticOptions opts, at::Device device)
-    : model_(std::move(model)), opts_(std::move(opts)), device_(device) {
+Critic::Critic(ValueModel model, CriticOptions opts)
+    : model_(std::move(model)), opts_(std::move(opts)), device_(module_device(*model_->body())) {
   opts_.resolve();
-  model_->head()->to(device_);  // the body is already there; the head is created on the host
+  model_->head()->to(device_);  // the body's device; a new head is created on the host
   optim_ = std::make_unique<Optimizer>(model_->parameters(), opts_.optim, "critic", opts_.loop.max_consecutive_skips);
 }
 
@@ -114,8 +115,13 @@ Critic::~Critic() = default;
 void Critic::fill_values(std::vector<PackedRow>& rows) {
   const bool was_training = model_->is_training();
   model_->eval();
-  score_rows(rows, &PackedRow::value, opts_.loop.scoring(device_),
-             [this](const TrainBatch& b) { return value_predictions(model_, b); });
+  try {
+    score_rows(rows, &PackedRow::value, opts_.loop.scoring(device_),
+               [this](const TrainBatch& b) { return value_predictions(model_, b); });
+  } catch (...) {
+    model_->train(was_training);
+    throw;
+  }
   model_->train(was_training);
 }
 
@@ -158,7 +164,8 @@ void Critic::save(const std::string& dir) {
 
 void Critic::load(const std::string& dir) {
   with_context("loading the critic from '" + dir + "'", [&] {
-    model::Transformer loaded = model::load_pretrained(dir, at::kFloat, device_);
+    // Staged in host memory (see load_checkpoint), then copied onto the critic's device.
+    model::Transformer loaded = model::load_pretrained(dir, at::kFloat, at::Device(at::kCPU));
     copy_params(*model_->body(), *loaded, dir + "/model.safetensors");
     load_head(model_->head(), (fs::path(dir) / kHeadFile).string());
     if (fs::exists(dir + "/optimizer.pt")) optim_->load(dir + "/optimizer.pt");

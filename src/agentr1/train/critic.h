@@ -1,7 +1,7 @@
 // agentr1/train/critic.h — the value model (PPO critic): a transformer body plus a
 // Linear(hidden, 1) value head, its values on packed rows and its clipped-loss update.
 //
-//   ValueModel vm = make_value_model(opts.model_path, policy, dtype);  // "" = copy of policy
+//   ValueModel vm = make_value_model(opts.model_path, policy, dtype, device);  // "" = copy of policy
 //   Critic critic(vm, opts);
 //   critic.fill_values(rows);          // rows[i].value: V at the state before each token
 //   ...                                // estimator -> rows[i].returns, rows[i].value_mask
@@ -97,8 +97,8 @@ at::Tensor value_predictions(ValueModel& model, const TrainBatch& batch);
 
 class Critic {
  public:
-  // device: where the learner's tensors go (the model must already be there).
-  Critic(ValueModel model, CriticOptions opts, at::Device device = at::Device(at::kCPU));
+  // The learner's tensors go to the body's device (the head is moved there).
+  Critic(ValueModel model, CriticOptions opts);
   ~Critic();
 
   ValueModel& model() { return model_; }

@@ -1,6 +1,7 @@
 #include "agentr1/train/device.h"
 
 #include <torch/cuda.h>
+#include <torch/nn/module.h>
 
 #include <cctype>
 
@@ -15,9 +16,18 @@ at::Device parse_device(const std::string& name) {
   if (name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() <= 8) {
     bool digits = true;
     for (size_t i = 5; i < name.size(); ++i) digits = digits && std::isdigit(static_cast<unsigned char>(name[i]));
-    if (digits) return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(std::stoi(name.substr(5))));
+    if (digits) {
+      const int index = std::stoi(name.substr(5));
+      AGENTR1_CHECK(index <= 127, "device '" << name << "': the CUDA device index must be 0..127");
+      return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+    }
   }
   throw Error("device '" + name + "' is not one of " + forms);
+}
+
+at::Device module_device(const torch::nn::Module& module) {
+  const auto params = module.parameters();
+  return params.empty() ? at::Device(at::kCPU) : params.front().device();  // no weights: nothing to place
 }
 
 void require_device_available(const at::Device& device) {

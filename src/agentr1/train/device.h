@@ -13,10 +13,18 @@
 
 #include <c10/core/Device.h>
 
+namespace torch::nn {
+class Module;
+}
+
 namespace agentr1::train {
 
 // "cpu" | "cuda" | "cuda:N" (N >= 0). Throws Error naming the value and the forms.
 at::Device parse_device(const std::string& name);
+
+// Where a module's weights live (the first parameter's device; the host for a module
+// without parameters). Learners put their tensors there.
+at::Device module_device(const torch::nn::Module& module);
 
 // Throws Error if `device` is CUDA and this libtorch build or machine has none
 // (HINT: trainer.device=cpu).

@@ -3,6 +3,9 @@
 #include <chrono>
 #include <cmath>
 
+#include "agentr1/core/error.h"
+#include "agentr1/train/device.h"
+
 namespace agentr1::train {
 
 namespace {
@@ -13,10 +16,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 Learner::Learner(model::Transformer policy, model::Transformer reference, std::unique_ptr<Critic> critic,
                  ActorOptions actor_opts, at::Device device)
-    : actor_(std::move(policy), std::move(actor_opts), device),
+    : actor_(std::move(policy), std::move(actor_opts)),
       reference_(std::move(reference)),
       critic_(std::move(critic)),
-      device_(device) {}
+      device_(device) {
+  AGENTR1_CHECK(module_device(*actor_.policy()) == device_, "Learner: the policy is on "
+                << module_device(*actor_.policy()) << ", not on trainer.device " << device_);
+  AGENTR1_CHECK(reference_.is_empty() || module_device(*reference_) == device_,
+                "Learner: the reference model is not on trainer.device " << device_);
+  AGENTR1_CHECK(!critic_ || module_device(*critic_->model()) == device_,
+                "Learner: the critic is not on trainer.device " << device_);
+}
 
 Learner::~Learner() = default;
 

@@ -21,9 +21,10 @@ void OptimOptions::validate(const std::string& prefix) const {
 }
 
 Optimizer::Optimizer(std::vector<at::Tensor> params, OptimOptions opts, std::string name,
-                     int max_consecutive_skips)
+                     int max_consecutive_skips, std::string hint)
     : params_(std::move(params)), opts_(opts), name_(std::move(name)),
-      max_consecutive_skips_(max_consecutive_skips) {
+      max_consecutive_skips_(max_consecutive_skips), hint_(std::move(hint)) {
+  if (hint_.empty()) hint_ = "lower " + name_ + ".optim.lr or set " + name_ + ".optim.grad_clip (e.g. 1.0)";
   opts_.validate(name_ + ".optim");
   AGENTR1_CHECK(max_consecutive_skips_ >= 1,
                 name_ << ".max_consecutive_skips must be >= 1, got " << max_consecutive_skips_);
@@ -48,8 +49,8 @@ void Optimizer::count_skip(const std::string& why) {
   consecutive_skips_++;
   AGENTR1_LOG(WARN) << name_ << ": " << why << ": optimiser step skipped (" << consecutive_skips_ << " in a row)";
   AGENTR1_CHECK(consecutive_skips_ < max_consecutive_skips_,
-                consecutive_skips_ << " consecutive " << name_ << " updates had a non-finite loss or gradient; "
-                "stopping. HINT: lower " << name_ << ".optim.lr or enable " << name_ << ".optim.grad_clip");
+                consecutive_skips_ << " consecutive " << name_ << " updates had a non-finite loss or gradient (last: "
+                << why << "); stopping. HINT: " << hint_);
 }
 
 void Optimizer::skip(const std::string& why) { count_skip(why); }
@@ -87,7 +88,9 @@ void Optimizer::save(const std::string& path) { torch::save(*adam_, path); }
 
 void Optimizer::load(const std::string& path) {
   try {
-    torch::load(*adam_, path);
+    // Moments go where the parameters are (a checkpoint may come from another device).
+    if (params_.empty()) torch::load(*adam_, path);
+    else torch::load(*adam_, path, params_.front().device());
   } catch (const c10::Error& e) {
     throw Error("loading optimiser state '" + path + "': " + e.what_without_backtrace());
   }

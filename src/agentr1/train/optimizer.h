@@ -13,7 +13,8 @@
 //      so every rank applies the same update; see GradientReducer);
 //   2. the global norm, clipped to grad_clip (> 0) or just measured;
 //   3. a non-finite norm skips the step: gradients are zeroed, the skip counted
-//      (<name>/skipped_updates) and, after max_consecutive_skips in a row, Error;
+//      (skipped(); run_update reports it as <name>/skipped_updates) and, after
+//      max_consecutive_skips in a row, Error;
 //   4. otherwise the learning rate of this step (linear warm-up over warmup_steps, then
 //      constant) and AdamW's update; gradients are zeroed.
 // grad_norm is recorded only for applied steps (the norm before clipping).
@@ -68,8 +69,11 @@ class GradientReducer {
 class Optimizer {
  public:
   // params: the trainable tensors (requires_grad). name: the metric namespace
-  // ("actor", "critic", "sft"). Validates opts (Error naming name.optim.<field>).
-  Optimizer(std::vector<at::Tensor> params, OptimOptions opts, std::string name, int max_consecutive_skips);
+  // ("actor", "critic", "sft"). hint: how a user makes the updates finite, for the
+  // Error after too many skips ("" = "lower <name>.optim.lr or set <name>.optim.grad_clip").
+  // Validates opts (Error naming name.optim.<field>).
+  Optimizer(std::vector<at::Tensor> params, OptimOptions opts, std::string name, int max_consecutive_skips,
+            std::string hint = "");
   ~Optimizer();
 
   void zero_grad();
@@ -101,6 +105,7 @@ class Optimizer {
   OptimOptions opts_;
   std::string name_;
   int max_consecutive_skips_;
+  std::string hint_;
   std::unique_ptr<torch::optim::AdamW> adam_;
   GradientReducer* reducer_ = nullptr;
   int64_t steps_ = 0;

@@ -8,7 +8,8 @@ namespace agentr1::train {
 
 PromptSource::PromptSource(std::vector<Sample> samples, int64_t batch_size, uint64_t seed)
     : samples_(std::move(samples)), batch_size_(batch_size), seed_(seed) {
-  AGENTR1_CHECK(!samples_.empty(), "the training set has no samples");
+  AGENTR1_CHECK(!samples_.empty(), "the training set has no samples (HINT: check data.train_files, or set "
+                                   "data.train_size >= 1 for a generated set)");
   AGENTR1_CHECK(batch_size_ >= 1, "data.train_batch_size must be >= 1, got " << batch_size_);
 }
 

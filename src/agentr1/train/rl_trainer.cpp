@@ -104,7 +104,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
     AGENTR1_CHECK(vm->body()->config().vocab_size >= tokenizer_->vocab_size(),
                   "critic.model_path '" << c.critic.model_path << "': vocab_size " << vm->body()->config().vocab_size
                                         << " < the policy tokenizer's " << tokenizer_->vocab_size());
-    critic = std::make_unique<Critic>(vm, c.critic, device_);
+    critic = std::make_unique<Critic>(vm, c.critic);
   }
   ActorOptions ao = c.actor;
   ao.temperature = c.rollout.flow.sampling.temperature;  // score what the sampler drew from
@@ -157,7 +157,8 @@ RunSummary RLTrainer::run(bool resume) {
   int64_t start_step = 0;
   json summary_json = json::object();
   if (resume) {
-    auto r = checkpointer_->restore_latest();
+    std::optional<Checkpointer::Restored> r;
+    rollout_->with_weights_exclusive([&] { r = checkpointer_->restore_latest(); });
     AGENTR1_CHECK(r.has_value(), "--resume: no checkpoint under '" << checkpointer_->dir()
                   << "' (HINT: run without --resume, or point trainer.output_dir at the run)");
     start_step = r->step;

@@ -15,8 +15,11 @@
 //   rollout_->push_weights(step)                          later rollouts see version `step`
 //   logger_.dump_step / validate / checkpointer_.save / logger_.metrics / logger_.progress
 //
-// Composition (who owns what): the trainer owns the tokenizer, template, models, engine
-// and pools, and hands references to the phase objects; no phase owns another.
+// Composition (who owns what): the trainer owns the tokenizer, template, policy, engine,
+// pools and run directory, and hands references to the phases; the Learner owns the
+// actor, the critic and the reference; the Checkpointer borrows the learner's optimiser
+// and critic. The members are declared in dependency order (each after what it
+// refers to), so destruction runs in the safe order: do not reorder them.
 #pragma once
 
 

@@ -1,6 +1,7 @@
 #include "agentr1/train/sft.h"
 
 #include <chrono>
+#include <cmath>
 #include <mutex>
 
 #include "agentr1/core/error.h"
@@ -9,6 +10,7 @@
 #include "agentr1/text/chat_template.h"
 #include "agentr1/text/tokenizer.h"
 #include "agentr1/train/batch.h"
+#include "agentr1/train/device.h"
 
 namespace agentr1::train {
 
@@ -20,9 +22,10 @@ void SftOptions::validate() const {
   AGENTR1_CHECK(min_shared_prefix >= 0, "sft.min_shared_prefix must be >= 0, got " << min_shared_prefix);
 }
 
-SftLearner::SftLearner(model::Transformer policy, const SftOptions& opts, at::Device device)
-    : policy_(std::move(policy)), opts_(opts), device_(device),
-      optim_(policy_->parameters(), opts.optim, "sft", /*max_consecutive_skips=*/5) {
+SftLearner::SftLearner(model::Transformer policy, const SftOptions& opts)
+    : policy_(std::move(policy)), opts_(opts), device_(module_device(*policy_)),
+      optim_(policy_->parameters(), opts.optim, "sft", /*max_consecutive_skips=*/5,
+             "lower the SFT learning rate (agentr1 sft --lr) or keep gradient clipping on") {
   opts_.validate();
 }
 
@@ -56,8 +59,10 @@ Metrics SftLearner::step(const std::vector<PackedRow>& rows) {
     return micro_batch_loss(b, s, mm);
   });
   Metrics out;
-  out["sft/loss"] = m["sft/loss"];
-  out["sft/token_acc"] = m["sft/token_acc"];
+  // A skipped step (non-finite loss or gradient) reports NaN, not the 0 of an empty average.
+  const bool applied = m["sft/updates"] > 0;
+  out["sft/loss"] = applied ? m["sft/loss"] : std::nan("");
+  out["sft/token_acc"] = applied ? m["sft/token_acc"] : std::nan("");
   out["sft/tokens"] = static_cast<double>(total);
   for (const char* k : {"sft/grad_norm", "sft/lr"})
     if (m.count(k)) out[k] = m[k];
@@ -126,12 +131,11 @@ std::vector<Trajectory> demonstration_trajectories(const std::vector<json>& demo
 }
 
 SftResult run_sft(model::Transformer& policy, const std::vector<Trajectory>& trajs,
-                  const SftOptions& opts, const std::function<void(const json&)>& metrics_sink,
-                  at::Device device) {
+                  const SftOptions& opts, const std::function<void(const json&)>& metrics_sink) {
   opts.validate();
   AGENTR1_CHECK(!trajs.empty(), "SFT needs at least one demonstration");
   const auto t0 = std::chrono::steady_clock::now();
-  SftLearner learner(policy, opts, device);
+  SftLearner learner(policy, opts);
   std::vector<float> zero(trajs.size(), 0.0f);
   std::vector<PackedRow> rows = pack_trajectories(trajs, zero, /*merge_prefix_steps=*/true);
   SftResult res;

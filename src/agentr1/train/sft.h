@@ -4,7 +4,7 @@
 //   // (a scripted generator "samples" the expert's tokens), so SFT rows are token for
 //   // token what the policy will see and produce at rollout time.
 //   auto trajs = demonstration_trajectories(demos, ctx_parts, flow_opts);
-//   SftResult r = run_sft(policy, trajs, sft_opts, run_dir);     // loss on action tokens
+//   SftResult r = run_sft(policy, trajs, sft_opts, metrics_sink);  // loss on action tokens
 //
 // A demonstration is {"sample": <Agent-R1 sample>, "actions": ["<assistant text>", ...]}:
 // the assistant texts of each turn exactly as the model should write them, including
@@ -54,10 +54,12 @@ struct SftResult {
 // One supervised learner: an Optimizer ("sft") and the NLL loss on the learner core.
 class SftLearner {
  public:
-  SftLearner(model::Transformer policy, const SftOptions& opts, at::Device device = at::Device(at::kCPU));
+  // The learner's tensors go to the policy's device.
+  SftLearner(model::Transformer policy, const SftOptions& opts);
   // One optimiser step on the action tokens of `rows`. Returns sft/loss (token-mean
-  // NLL before the step), sft/token_acc (argmax accuracy), sft/tokens, sft/grad_norm,
-  // sft/lr. Throws Error if the rows have no action token.
+  // NLL before the step; NaN if the step was skipped as non-finite), sft/token_acc
+  // (argmax accuracy), sft/tokens, sft/skipped_updates, and sft/grad_norm, sft/lr when
+  // applied. Throws Error if the rows have no action token.
   Metrics step(const std::vector<PackedRow>& rows);
   // The NLL of one micro-batch (token mean over its action tokens); adds unweighted
   // sft/token_acc to m. For tests.
@@ -82,7 +84,6 @@ std::vector<Trajectory> demonstration_trajectories(const std::vector<json>& demo
 // JSON line per step.
 SftResult run_sft(model::Transformer& policy, const std::vector<Trajectory>& trajs,
                   const SftOptions& opts,
-                  const std::function<void(const json&)>& metrics_sink = nullptr,
-                  at::Device device = at::Device(at::kCPU));
+                  const std::function<void(const json&)>& metrics_sink = nullptr);
 
 }  // namespace agentr1::train

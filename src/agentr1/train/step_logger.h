@@ -2,7 +2,7 @@
 // dumps, the progress line; and the batch metrics computed from a step's rollouts.
 //
 //   StepLogger log(run, tokenizer, cfg.trainer.dump_trajectories, cfg.trainer.progress);
-//   m.merge(rollout_metrics(trajs, adv.result));
+//   Metrics more = rollout_metrics(trajs, adv.result);   // merged into the step's metrics
 //   log.dump_step(step, trajs, adv, dump_columns);      // trajectories/step_NNNNNN.jsonl
 //   log.metrics(step, m);                               // one line of metrics.jsonl
 //   log.progress(step, total, m, seconds);              // stderr, with an ETA

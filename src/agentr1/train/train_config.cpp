@@ -3,6 +3,8 @@
 #include "agentr1/algo/estimator.h"
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
+#include "agentr1/tasks/builtin.h"
+#include "agentr1/tasks/task_family.h"
 #include "agentr1/train/device.h"
 
 #include <cmath>
@@ -14,6 +16,9 @@ void DataOptions::validate() const {
   AGENTR1_CHECK(!task.empty(), "data.task must name a task family (e.g. arithmetic), got ''");
   AGENTR1_CHECK(task_kwargs.is_object() || task_kwargs.is_null(),
                 "data.task_kwargs must be a map of the task family's options, got " << task_kwargs.dump());
+  // Resolve the family now (unknown name, bad options), before any model is loaded.
+  tasks::register_builtin_tasks();
+  with_context("data.task", [&] { return tasks::make_task_family(task, task_kwargs); });
   // The sizes only matter for generated datasets; a file's row count is the file's.
   if (train_files.empty())
     AGENTR1_CHECK(train_size >= 1, "data.train_size must be >= 1 (no data.train_files given), got " << train_size);
@@ -53,7 +58,8 @@ void TrainerOptions::validate() const {
   AGENTR1_CHECK(threads >= 0, "trainer.threads must be >= 0 (0 = all cores), got " << threads);
   AGENTR1_CHECK(tool_threads >= 1, "trainer.tool_threads must be >= 1, got " << tool_threads);
   AGENTR1_CHECK(critic_warmup >= 0, "trainer.critic_warmup must be >= 0, got " << critic_warmup);
-  with_context("trainer.device", [&] { return parse_device(device); });
+  // Checked here, before any model is built: a missing CUDA fails at once.
+  with_context("trainer.device", [&] { require_device_available(parse_device(device)); });
 }
 
 void TrainConfig::validate() {

@@ -24,8 +24,12 @@
 //                               longest row - 1, so it does not depend on padding)
 // "units" of a row are what the loss averages over: the actor's and SFT's action tokens,
 // the critic's value-masked tokens. Rows with no units are left out of both counts.
-// Metrics the loss function reports are averaged the same way (weight by the units' or
-// rows' share; for sum-norm by the units' share), then averaged over applied steps.
+// Metrics the loss function reports are combined with the metric weight (the units'
+// share; the rows' share in the seq-mean modes), then averaged over applied steps. Only
+// <name>/loss is exactly the mini-batch aggregate in every mode; a token-mean statistic
+// (clip fraction, ppo_kl) reported in a seq-mean mode, or any metric in sum-norm mode,
+// is a weighted average of the micro-batches' values, which can move slightly with the
+// micro-batch size.
 //
 // A non-finite micro-batch loss throws the mini-batch's step away (Optimizer::skip).
 #pragma once
@@ -84,7 +88,7 @@ struct LoopOptions {
 
 // What a row contributes to the aggregate.
 struct LossSpec {
-  algo::LossAgg agg = algo::LossAgg::kTokenMean;
+  algo::LossAgg agg = algo::LossAgg::kTokenMean;   // how the loss aggregates (loss_agg_mode)
   double norm_len = 0;                             // seq-mean-token-sum-norm divisor; <= 0 = per mini-batch
   std::function<double(const PackedRow&)> units;   // e.g. the row's action-token count
 };
