@@ -1,6 +1,10 @@
 #include "agentr1/env/context_policy.h"
 
+#include <algorithm>
+#include <mutex>
+
 #include "agentr1/core/error.h"
+#include "agentr1/core/registry.h"
 #include "agentr1/text/tokenizer.h"
 
 namespace agentr1::env {
@@ -65,7 +69,7 @@ std::string AppendOnlyPolicy::suffix_text(const ContextTurn& turn) const {
                     << text::chat_family_name(chat_template_.family())
                     << ") rewrites earlier turns when the feedback is appended, so the "
                        "rendered conversation is not an extension of the previous one. "
-                       "HINT: set env_kwargs.context_policy=rerender for this template");
+                       "HINT: set env_kwargs.context=rerender (or sliding_window) for this template");
 
   // 3. What follows the assistant content.
   const size_t at = ta.rfind(kPlaceholder);
@@ -113,16 +117,168 @@ Observation RerenderPolicy::next(const ContextTurn& turn) const {
 }
 
 // ---------------------------------------------------------------------------------
-std::vector<std::string> context_policy_names() { return {"append_only", "rerender"}; }
+WindowPolicy::WindowPolicy(const ContextPolicyContext& ctx) : ctx_(ctx) {
+  AGENTR1_CHECK(ctx_.tokenizer != nullptr && ctx_.chat_template != nullptr,
+                "context policy: needs a tokenizer and a chat template (got null)");
+}
 
-std::unique_ptr<ContextPolicy> make_context_policy(const std::string& name,
-                                                   const text::Tokenizer& tokenizer,
+std::vector<size_t> WindowPolicy::turn_starts(const ContextTurn& turn) {
+  check_turn(turn);
+  AGENTR1_CHECK(turn.head_size <= turn.assistant_index,
+                "context policy: head_size " << turn.head_size << " reaches past this turn's assistant message "
+                                             << turn.assistant_index);
+  std::vector<size_t> starts;
+  for (size_t i = turn.head_size; i < turn.messages.size(); ++i)
+    if (turn.messages[i].is_object() && turn.messages[i].value("role", "") == "assistant") starts.push_back(i);
+  return starts;
+}
+
+std::string WindowPolicy::marker(size_t n) {
+  return "[" + std::to_string(n) + " earlier turn" + (n == 1 ? "" : "s") + " omitted]";
+}
+
+json WindowPolicy::window(const ContextTurn& turn, size_t first_kept, size_t omitted) {
+  json out = json::array();
+  for (size_t i = 0; i < turn.head_size; ++i) out.push_back(turn.messages[i]);
+  if (omitted > 0) out.push_back({{"role", "user"}, {"content", marker(omitted)}});
+  for (size_t i = first_kept; i < turn.messages.size(); ++i) out.push_back(turn.messages[i]);
+  return out;
+}
+
+std::string WindowPolicy::render(const ContextTurn& turn, const json& messages) const {
+  return ctx_.chat_template->render(messages, turn.tools, /*add_generation_prompt=*/true, ctx_.render_options);
+}
+
+SlidingWindowPolicy::SlidingWindowPolicy(const ContextPolicyContext& ctx, int keep_last)
+    : WindowPolicy(ctx), keep_last_(keep_last) {
+  AGENTR1_CHECK(keep_last_ >= 1, "sliding_window context option 'keep_last' must be >= 1, got " << keep_last_);
+}
+
+Observation SlidingWindowPolicy::next(const ContextTurn& turn) const {
+  const std::vector<size_t> starts = turn_starts(turn);
+  const size_t keep = std::min(starts.size(), static_cast<size_t>(keep_last_));
+  const size_t omitted = starts.size() - keep;
+  const size_t first = starts.empty() ? turn.messages.size() : starts[omitted];
+  return Observation::from_text(render(turn, window(turn, first, omitted)));
+}
+
+TokenBudgetPolicy::TokenBudgetPolicy(const ContextPolicyContext& ctx, int max_prompt_tokens)
+    : WindowPolicy(ctx), max_prompt_tokens_(max_prompt_tokens) {
+  AGENTR1_CHECK(max_prompt_tokens_ >= 1,
+                "token_budget context option 'max_prompt_tokens' must be >= 1, got " << max_prompt_tokens_);
+}
+
+Observation TokenBudgetPolicy::next(const ContextTurn& turn) const {
+  const std::vector<size_t> starts = turn_starts(turn);
+  // Keep as many of the most recent turns as fit; at least the latest one.
+  std::string text;
+  for (size_t omitted = 0; omitted < starts.size(); ++omitted) {
+    text = render(turn, window(turn, starts[omitted], omitted));
+    const size_t n = ctx_.tokenizer->encode(text, /*allow_special=*/true).size();
+    if (n <= static_cast<size_t>(max_prompt_tokens_) || omitted + 1 == starts.size()) break;
+  }
+  if (starts.empty()) text = render(turn, window(turn, turn.messages.size(), 0));
+  return Observation::from_text(text);
+}
+
+// ---------------------------------------------------------------------------------
+namespace {
+
+using ContextPolicyRegistry = Registry<ContextPolicy, const ContextPolicyContext&, const json&>;
+constexpr const char* kWhat = "context policy";
+
+// Reads the options object of a built-in: only `known` keys, each an integer >= 1.
+int int_option(const json& options, const std::string& policy, const std::string& key, int fallback,
+               const std::vector<std::string>& known) {
+  AGENTR1_CHECK(options.is_null() || options.is_object(),
+                policy << " context options must be an object, got " << options.dump());
+  if (options.is_object())
+    for (auto it = options.begin(); it != options.end(); ++it) {
+      bool ok = false;
+      for (const auto& k : known) ok = ok || it.key() == k;
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      AGENTR1_CHECK(ok, "unknown " << policy << " context option '" << it.key() << "'; known: "
+                                   << (list.empty() ? "(none)" : list));
+    }
+  if (!options.is_object() || !options.contains(key)) return fallback;
+  const json& v = options[key];
+  AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 1000000000,
+                policy << " context option '" << key << "' must be an integer >= 1, got " << v.dump());
+  return static_cast<int>(v.get<int64_t>());
+}
+
+void register_builtins() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto& r = ContextPolicyRegistry::instance();
+    r.add("append_only",
+          [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
+            int_option(o, "append_only", "", 0, {});
+            AGENTR1_CHECK(c.tokenizer && c.chat_template, "append_only context: needs a tokenizer and a template");
+            return std::make_unique<AppendOnlyPolicy>(*c.tokenizer, *c.chat_template, c.render_options);
+          },
+          kWhat);
+    r.add("rerender",
+          [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
+            int_option(o, "rerender", "", 0, {});
+            AGENTR1_CHECK(c.chat_template, "rerender context: needs a chat template");
+            return std::make_unique<RerenderPolicy>(*c.chat_template, c.render_options);
+          },
+          kWhat);
+    r.add("sliding_window",
+          [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
+            return std::make_unique<SlidingWindowPolicy>(c, int_option(o, "sliding_window", "keep_last", 2,
+                                                                       {"keep_last"}));
+          },
+          kWhat);
+    r.add("token_budget",
+          [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
+            return std::make_unique<TokenBudgetPolicy>(
+                c, int_option(o, "token_budget", "max_prompt_tokens", 1024, {"max_prompt_tokens"}));
+          },
+          kWhat);
+  });
+}
+
+}  // namespace
+
+void register_context_policy(const std::string& name, ContextPolicyFactory factory) {
+  register_builtins();
+  AGENTR1_CHECK(static_cast<bool>(factory), "register_context_policy('" << name << "'): empty factory");
+  ContextPolicyRegistry::instance().add(name, std::move(factory), kWhat);
+}
+
+std::vector<std::string> context_policy_names() {
+  register_builtins();
+  return ContextPolicyRegistry::instance().names();
+}
+
+std::unique_ptr<ContextPolicy> make_context_policy(const json& spec, const ContextPolicyContext& ctx) {
+  register_builtins();
+  std::string name;
+  json options = json::object();
+  if (spec.is_string()) {
+    name = spec.get<std::string>();
+  } else {
+    AGENTR1_CHECK(spec.is_object() && spec.contains("type") && spec["type"].is_string(),
+                  "a context policy is a name or {\"type\": name, ...options}, got " << spec.dump()
+                      << " (HINT: e.g. {\"type\": \"sliding_window\", \"keep_last\": 2})");
+    name = spec["type"].get<std::string>();
+    options = spec;
+    options.erase("type");
+  }
+  return ContextPolicyRegistry::instance().create(name, ctx, options, kWhat);
+}
+
+std::unique_ptr<ContextPolicy> make_context_policy(const std::string& name, const text::Tokenizer& tokenizer,
                                                    const text::ChatTemplate& chat_template,
                                                    const text::RenderOptions& render_options) {
-  if (name == "append_only")
-    return std::make_unique<AppendOnlyPolicy>(tokenizer, chat_template, render_options);
-  if (name == "rerender") return std::make_unique<RerenderPolicy>(chat_template, render_options);
-  throw Error("unknown context policy '" + name + "'; known: append_only, rerender");
+  ContextPolicyContext c;
+  c.tokenizer = &tokenizer;
+  c.chat_template = &chat_template;
+  c.render_options = render_options;
+  return make_context_policy(json(name), c);
 }
 
 }  // namespace agentr1::env

@@ -1,9 +1,20 @@
 // agentr1/env/context_policy.h — how an environment turns (prompt, response, feedback)
-// into the next prompt.
+// into the next prompt: a registry of named policies any environment can use.
 //
-//   auto policy = make_context_policy("append_only", tokenizer, chat_template, render_opts);
-//   ContextTurn turn{prompt_ids, action, messages, assistant_index, tools};
+//   ContextPolicyContext pc{&tokenizer, &chat_template, render_opts};
+//   auto policy = make_context_policy(json{{"type", "sliding_window"}, {"keep_last", 2}}, pc);
+//   ContextTurn turn{prompt_ids, action, messages, assistant_index, tools, head_size};
 //   Observation next = policy->next(turn);
+//   register_context_policy("mine", [](const ContextPolicyContext& c, const json& kw) { ... });
+//
+// A policy spec is a name ("append_only") or an object {"type": name, ...options}; the
+// options are the policy's own (unknown keys and bad values throw Error naming the key,
+// the rule and the known keys). Unknown names throw listing the registered ones.
+//
+// The episode's structure, as every policy sees it (ContextTurn): messages[0, head_size)
+// are the head (system prompt and task, i.e. the sample's prompt messages); after it
+// come turns, each an assistant message followed by its feedback messages (tool
+// results, observations) up to the next assistant message.
 //
 // Policies:
 //   append_only (default)  s_{t+1} = s_t + a_t + feedback, token-exact: the previous
@@ -18,6 +29,16 @@
 //                          may rewrite earlier turns (Qwen3 drops empty think blocks).
 //                          Each Step still stores the prompt it saw, so the data stays
 //                          valid RL data; it just cannot be packed append-only.
+//   sliding_window         {"keep_last": 2}: the head, then a marker message
+//                          {"role": "user", "content": "[N earlier turns omitted]"} when N > 0
+//                          turns were left out, then the last keep_last turns, rendered
+//                          from their text through the chat template (generation prompt
+//                          included). Not token-exact.
+//   token_budget           {"max_prompt_tokens": 1024}: the head and the most recent turns
+//                          whose rendering (with the marker, as sliding_window) fits
+//                          max_prompt_tokens tokens, cut on turn boundaries only; the
+//                          latest turn is always kept (if it alone does not fit, the flow's
+//                          prompt budget ends the episode). Not token-exact.
 //
 // The append-only suffix rule (AppendOnlyPolicy::next):
 //   1. A = messages[0 .. assistant_index) + {assistant placeholder P}; B = A + the
@@ -47,6 +68,7 @@
 //   context stays well-formed: "...partial answer<|im_end|>\n<|im_start|>user\n...".
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +90,14 @@ struct ContextTurn {
   const json& messages;         // the conversation AFTER the turn: ..., assistant, feedback...
   size_t assistant_index;       // index of this turn's assistant message in `messages`
   const json& tools;            // tool schemas for the template's tools block (null = none)
+  size_t head_size = 0;         // messages[0, head_size): system prompt + task (never dropped)
+};
+
+// Where policies render and count: not owned, must outlive the policy.
+struct ContextPolicyContext {
+  const text::Tokenizer* tokenizer = nullptr;
+  const text::ChatTemplate* chat_template = nullptr;
+  text::RenderOptions render_options;
 };
 
 class ContextPolicy {
@@ -112,12 +142,57 @@ class RerenderPolicy : public ContextPolicy {
   text::RenderOptions render_options_;
 };
 
-// "append_only" or "rerender"; any other name throws Error listing these.
+// Renders a window of the conversation: the head, the marker when `omitted` > 0 turns
+// were left out, then messages from `first_kept` on (a turn boundary).
+class WindowPolicy : public ContextPolicy {
+ public:
+  explicit WindowPolicy(const ContextPolicyContext& ctx);
+  bool token_exact() const override { return false; }
+  // Indices into turn.messages where each turn (assistant message) starts, after the head.
+  static std::vector<size_t> turn_starts(const ContextTurn& turn);
+  // The window's messages: head + marker (if omitted > 0) + messages[first_kept, end).
+  static json window(const ContextTurn& turn, size_t first_kept, size_t omitted);
+  // The marker text for n omitted turns: "[n earlier turn(s) omitted]".
+  static std::string marker(size_t n);
+
+ protected:
+  std::string render(const ContextTurn& turn, const json& messages) const;
+  ContextPolicyContext ctx_;
+};
+
+class SlidingWindowPolicy : public WindowPolicy {
+ public:
+  SlidingWindowPolicy(const ContextPolicyContext& ctx, int keep_last);  // keep_last >= 1
+  std::string name() const override { return "sliding_window"; }
+  Observation next(const ContextTurn& turn) const override;
+
+ private:
+  int keep_last_;
+};
+
+class TokenBudgetPolicy : public WindowPolicy {
+ public:
+  TokenBudgetPolicy(const ContextPolicyContext& ctx, int max_prompt_tokens);  // >= 1
+  std::string name() const override { return "token_budget"; }
+  Observation next(const ContextTurn& turn) const override;
+
+ private:
+  int max_prompt_tokens_;
+};
+
+using ContextPolicyFactory =
+    std::function<std::unique_ptr<ContextPolicy>(const ContextPolicyContext& ctx, const json& options)>;
+// Throws Error for an empty name or one registered twice (built-ins included).
+void register_context_policy(const std::string& name, ContextPolicyFactory factory);
+// spec: a name or {"type": name, ...options}. Throws Error for an unknown name (listing
+// the registered ones), a malformed spec, or bad options.
+std::unique_ptr<ContextPolicy> make_context_policy(const json& spec, const ContextPolicyContext& ctx);
+// The same by name without options (the built-ins' defaults).
 std::unique_ptr<ContextPolicy> make_context_policy(const std::string& name,
                                                    const text::Tokenizer& tokenizer,
                                                    const text::ChatTemplate& chat_template,
                                                    const text::RenderOptions& render_options);
-std::vector<std::string> context_policy_names();
+std::vector<std::string> context_policy_names();  // sorted
 
 // The number of trailing ids of `ids` that are special tokens (e.g. 1 for a response
 // ending with <|im_end|>).

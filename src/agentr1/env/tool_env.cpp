@@ -137,6 +137,9 @@ void ToolEnvOptions::validate() const {
       AGENTR1_CHECK(tools[i] != tools[j],
                     "tool env option 'tools' lists '" << tools[i] << "' twice");
   AGENTR1_CHECK(tool_kwargs.is_object(), "tool env option 'tool_kwargs' must be an object");
+  AGENTR1_CHECK(context.is_string() || context.is_object(),
+                "tool env option 'context' must be a policy name or {\"type\": name, ...options}, got "
+                    << context.dump());
   for (const auto& kv : tool_kwargs.items()) {
     bool offered = false;
     for (const auto& t : tools) offered = offered || t == kv.key();
@@ -172,9 +175,12 @@ ToolEnv::ToolEnv(const EnvContext& ctx, ToolEnvOptions options)
   if (!options_.tools_in_prompt) tools_schema_ = json();  // tools stay callable, unlisted
   format_ = with_context("tool env option 'tool_format'",
                          [&] { return text::make_tool_format(options_.tool_format); });
-  policy_ = with_context("tool env option 'context_policy'", [&] {
-    return make_context_policy(options_.context_policy, *ctx_.tokenizer, *ctx_.chat_template,
-                               render_options_);
+  policy_ = with_context("tool env option 'context'", [&] {
+    ContextPolicyContext pc;
+    pc.tokenizer = ctx_.tokenizer;
+    pc.chat_template = ctx_.chat_template;
+    pc.render_options = render_options_;
+    return make_context_policy(options_.context, pc);
   });
 }
 
@@ -184,6 +190,7 @@ Observation ToolEnv::reset(const Sample& sample) {
   AGENTR1_CHECK(sample.prompt.is_array() && !sample.prompt.empty(),
                 "ToolEnv::reset: the sample's prompt must be a non-empty list of chat messages");
   messages_ = sample.prompt;
+  head_size_ = messages_.size();
   const std::string text = ctx_.chat_template->render(messages_, tools_schema_,
                                                       /*add_generation_prompt=*/true,
                                                       render_options_);
@@ -418,7 +425,7 @@ StepResult ToolEnv::step(const Action& action) {
   info["unknown_tools"] = n_unknown;
   info["calls"] = std::move(calls_info);
 
-  const ContextTurn turn{prompt_ids_, action, messages_, assistant_index, tools_schema_};
+  const ContextTurn turn{prompt_ids_, action, messages_, assistant_index, tools_schema_, head_size_};
   Observation next = policy_->next(turn);
   if (next.kind() == Observation::Kind::kTokens) {
     prompt_ids_ = next.tokens();

@@ -59,7 +59,9 @@ struct ToolEnvOptions {
   int max_tool_calls_per_turn = 4;    // calls beyond this in one response are not run
                                       // (each gets an error text); >= 1
   int max_tool_response_chars = 4096; // longer tool outputs are cut, with a note; 0 = no limit
-  std::string context_policy = "append_only";  // "append_only" (token-exact) or "rerender"
+  json context = "append_only";       // context policy spec (context_policy.h): a name or
+                                      // {"type": name, ...options}, e.g. {"type":
+                                      // "sliding_window", "keep_last": 2}
   bool tools_in_prompt = true;        // render the tools' schemas into the prompt (the chat
                                       // template's tools block); false: a model that learned
                                       // its tools in training sees no schema (shorter prompts)
@@ -77,7 +79,9 @@ struct ToolEnvOptions {
             "calls beyond this in one response are not run");
     v.field("max_tool_response_chars", max_tool_response_chars,
             "longer tool outputs are cut; 0 = no limit");
-    v.field("context_policy", context_policy, "append_only (token-exact) or rerender");
+    v.field("context", context,
+            "context policy: append_only (token-exact) | rerender | sliding_window | token_budget, "
+            "or {type: ..., options}");
     v.field("tools_in_prompt", tools_in_prompt,
             "render the tool schemas into the prompt; false = the model learned its tools");
   }
@@ -131,6 +135,7 @@ class ToolEnv : public AgentEnv {
   std::unique_ptr<ContextPolicy> policy_;
   json messages_ = json::array();
   TokenIds prompt_ids_;                        // exact ids of the current prompt
+  size_t head_size_ = 0;                       // the sample's prompt messages (never dropped)
   bool started_ = false;
   bool finished_ = false;
 };

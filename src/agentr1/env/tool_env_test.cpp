@@ -177,7 +177,7 @@ TEST_F(EnvFixture, OptionsFromJsonAndErrors) {
   EXPECT_EQ(d.tool_format, "hermes");
   EXPECT_DOUBLE_EQ(d.tool_timeout_s, 5.0);
   EXPECT_EQ(d.max_tool_calls_per_turn, 4);
-  EXPECT_EQ(d.context_policy, "append_only");
+  EXPECT_EQ(d.context, "append_only");
 
   ToolEnvOptions o = ToolEnvOptions::from_json(
       json::parse(R"({"tools": ["adder"], "tool_timeout_s": 0.5, "max_tool_calls_per_turn": 2})"));
@@ -204,9 +204,19 @@ TEST_F(EnvFixture, ConstructionErrors) {
   EXPECT_TRUE(contains(msg, "unknown tool 'nope'")) << msg;
   EXPECT_TRUE(contains(msg, "adder")) << msg;
   o.tools = {"adder"};
-  o.context_policy = "sliding";
+  o.context = "sliding";
   msg = what_of([&] { ToolEnv env(ctx(), o); });
-  EXPECT_TRUE(contains(msg, "unknown context policy 'sliding'; known: append_only, rerender")) << msg;
+  EXPECT_TRUE(contains(msg, "unknown context policy 'sliding'; known: append_only, rerender, sliding_window, "
+                            "token_budget")) << msg;
+  o.context = json{{"type", "sliding_window"}, {"keep_lst", 2}};
+  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "unknown sliding_window context option 'keep_lst'; known: keep_last")) << msg;
+  o.context = json{{"type", "sliding_window"}, {"keep_last", 0}};
+  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "'keep_last' must be an integer >= 1, got 0")) << msg;
+  o.context = json{{"keep_last", 2}};
+  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "a context policy is a name or {\"type\": name")) << msg;
   msg = what_of([&] { ToolEnv env(EnvContext{}, ToolEnvOptions{}); });
   EXPECT_TRUE(contains(msg, "EnvContext.tokenizer")) << msg;
   // Through the registry: kwargs errors name the key.
@@ -425,7 +435,7 @@ TEST_F(EnvFixture, LongToolOutputIsClipped) {
 TEST_F(EnvFixture, RerenderPolicyRendersTheConversation) {
   ToolEnvOptions o;
   o.tools = {"adder"};
-  o.context_policy = "rerender";
+  o.context = "rerender";
   ToolEnv env(ctx(), o);
   const Sample s = user_sample("2+3?");
   env.reset(s);
@@ -447,6 +457,127 @@ TEST(AppendOnlyPolicy, RejectsABadAssistantIndex) {
   const json tools;
   const std::string msg = what_of([&] { p.next(ContextTurn{ids, a, msgs, 0, tools}); });
   EXPECT_TRUE(contains(msg, "must be this turn's assistant message")) << msg;
+}
+
+// A scripted episode of `turns` adder calls (a, b) = (t, t + 1) through ToolEnv with the
+// given context policy; returns the prompt text the policy built before each turn
+// (index 0 = reset) and leaves the env holding the whole conversation.
+std::vector<std::string> scripted_prompts(ToolEnv& env, const Sample& s, int turns) {
+  std::vector<std::string> prompts;
+  Observation o = env.reset(s);
+  prompts.push_back(tok().decode(o.tokens()));
+  for (int t = 1; t <= turns; ++t) {
+    const std::string call = "<tool_call>\n{\"name\": \"adder\", \"arguments\": {\"a\": " + std::to_string(t) +
+                             ", \"b\": " + std::to_string(t + 1) + "}}\n</tool_call>";
+    TokenIds response = byte_ids("step " + std::to_string(t) + "\n" + call);
+    response.push_back(special("<|im_end|>"));
+    StepResult r = env.step(action_of(response));
+    EXPECT_FALSE(r.done);
+    if (r.observation.kind() == Observation::Kind::kTokens) {
+      prompts.push_back(tok().decode(r.observation.tokens()));  // append_only
+    } else {
+      EXPECT_EQ(r.observation.kind(), Observation::Kind::kText);  // window policies re-render
+      prompts.push_back(r.observation.text());
+    }
+  }
+  return prompts;
+}
+
+Sample system_sample() {
+  Sample s;
+  s.prompt = json::array({json{{"role", "system"}, {"content", "Add with the tool."}},
+                          json{{"role", "user"}, {"content", "Add the pairs."}}});
+  return s;
+}
+
+// The messages a window should hold, written out by hand: the head, the marker, then
+// turns from `first_turn` on (turn t = the assistant's call t and the tool's reply).
+json expected_window(const json& all, int first_turn, int omitted_marker) {
+  json out = json::array({all[0], all[1]});  // system + task
+  if (omitted_marker > 0)
+    out.push_back({{"role", "user"},
+                   {"content", "[" + std::to_string(omitted_marker) + " earlier turn" +
+                                   (omitted_marker == 1 ? "" : "s") + " omitted]"}});
+  for (size_t i = 2 + 2 * static_cast<size_t>(first_turn - 1); i < all.size(); ++i) out.push_back(all[i]);
+  return out;
+}
+
+TEST_F(EnvFixture, SlidingWindowKeepsTheHeadAndTheLastTurnsWithAMarker) {
+  ToolEnvOptions o;
+  o.tools = {"adder"};
+  o.context = json{{"type", "sliding_window"}, {"keep_last", 2}};
+  ToolEnv env(ctx(), o);
+  const std::vector<std::string> p = scripted_prompts(env, system_sample(), 4);
+  const json& all = env.messages();
+  ASSERT_EQ(all.size(), 10u);  // system, user, 4 x (assistant, tool)
+  EXPECT_EQ(all[9]["content"], "9");
+  // After turn 1 and 2: nothing omitted (the whole conversation).
+  json upto2 = json::array();
+  for (size_t i = 0; i < 6; ++i) upto2.push_back(all[i]);
+  EXPECT_EQ(p[2], py_render(upto2, env.tools_schema(), true));
+  // After turn 4: head, "[2 earlier turns omitted]", turns 3 and 4.
+  EXPECT_EQ(p[4], py_render(expected_window(all, 3, 2), env.tools_schema(), true));
+  EXPECT_TRUE(contains(p[4], "<|im_start|>user\n[2 earlier turns omitted]<|im_end|>")) << p[4];
+  EXPECT_TRUE(contains(p[4], "Add with the tool.")) << p[4];
+  EXPECT_FALSE(contains(p[4], "step 2\n")) << p[4];
+  EXPECT_TRUE(contains(p[4], "step 3\n")) << p[4];
+  // After turn 3: one turn omitted (singular marker).
+  EXPECT_TRUE(contains(p[3], "[1 earlier turn omitted]")) << p[3];
+}
+
+TEST_F(EnvFixture, TokenBudgetKeepsTheMostRecentTurnsThatFit) {
+  ToolEnvOptions o;
+  o.tools = {"adder"};
+  o.tools_in_prompt = false;
+  // Measure the full rendering after 4 turns, then allow a little less than it needs.
+  ToolEnvOptions all_o = o;
+  ToolEnv full(ctx(), all_o);
+  scripted_prompts(full, system_sample(), 4);
+  const json& all = full.messages();
+  auto n_tokens = [](const std::string& t) { return tok().encode(t, true).size(); };
+  const size_t with_3_and_4 = n_tokens(py_render(expected_window(all, 3, 2), json(), true));
+  const size_t with_2_to_4 = n_tokens(py_render(expected_window(all, 2, 1), json(), true));
+  ASSERT_LT(with_3_and_4, with_2_to_4);
+  o.context = json{{"type", "token_budget"}, {"max_prompt_tokens", static_cast<int>(with_2_to_4) - 1}};
+  ToolEnv env(ctx(), o);
+  const std::vector<std::string> p = scripted_prompts(env, system_sample(), 4);
+  EXPECT_EQ(p[4], py_render(expected_window(all, 3, 2), json(), true));
+  EXPECT_LE(n_tokens(p[4]), with_2_to_4 - 1);
+  // A budget below even the latest turn still keeps that turn, whole.
+  o.context = json{{"type", "token_budget"}, {"max_prompt_tokens", 1}};
+  ToolEnv tight(ctx(), o);
+  const std::vector<std::string> q = scripted_prompts(tight, system_sample(), 4);
+  EXPECT_EQ(q[4], py_render(expected_window(all, 4, 3), json(), true));
+}
+
+// A policy registered outside the library is selectable by name from env kwargs.
+class LastTurnOnlyPolicy : public WindowPolicy {
+ public:
+  using WindowPolicy::WindowPolicy;
+  std::string name() const override { return "test_last_turn"; }
+  Observation next(const ContextTurn& turn) const override {
+    const auto starts = turn_starts(turn);
+    return Observation::from_text(render(turn, window(turn, starts.back(), 0)));
+  }
+};
+
+TEST_F(EnvFixture, APolicyRegisteredByATestIsSelectableFromEnvKwargs) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_context_policy("test_last_turn", [](const ContextPolicyContext& c, const json&) {
+      return std::make_unique<LastTurnOnlyPolicy>(c);
+    });
+  });
+  EXPECT_THROW(register_context_policy("sliding_window", [](const ContextPolicyContext& c, const json&) {
+                 return std::make_unique<LastTurnOnlyPolicy>(c);
+               }),
+               Error);
+  auto env = make_env("tool", ctx(), json{{"tools", {"adder"}}, {"context", "test_last_turn"}});
+  auto* te = dynamic_cast<ToolEnv*>(env.get());
+  ASSERT_NE(te, nullptr);
+  const std::vector<std::string> p = scripted_prompts(*te, system_sample(), 2);
+  json want = json::array({te->messages()[0], te->messages()[1], te->messages()[4], te->messages()[5]});
+  EXPECT_EQ(p[2], py_render(want, te->tools_schema(), true));
 }
 
 }  // namespace
