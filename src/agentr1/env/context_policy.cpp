@@ -154,10 +154,14 @@ SlidingWindowPolicy::SlidingWindowPolicy(const ContextPolicyContext& ctx, int ke
   AGENTR1_CHECK(keep_last_ >= 1, "sliding_window context option 'keep_last' must be >= 1, got " << keep_last_);
 }
 
+size_t SlidingWindowPolicy::omitted_turns(const ContextTurn& turn) const {
+  const size_t n = turn_starts(turn).size();
+  return n - std::min(n, static_cast<size_t>(keep_last_));
+}
+
 Observation SlidingWindowPolicy::next(const ContextTurn& turn) const {
   const std::vector<size_t> starts = turn_starts(turn);
-  const size_t keep = std::min(starts.size(), static_cast<size_t>(keep_last_));
-  const size_t omitted = starts.size() - keep;
+  const size_t omitted = omitted_turns(turn);
   const size_t first = starts.empty() ? turn.messages.size() : starts[omitted];
   return Observation::from_text(render(turn, window(turn, first, omitted)));
 }
@@ -168,18 +172,20 @@ TokenBudgetPolicy::TokenBudgetPolicy(const ContextPolicyContext& ctx, int max_pr
                 "token_budget context option 'max_prompt_tokens' must be >= 1, got " << max_prompt_tokens_);
 }
 
-Observation TokenBudgetPolicy::next(const ContextTurn& turn) const {
+std::pair<std::string, size_t> TokenBudgetPolicy::fit(const ContextTurn& turn) const {
   const std::vector<size_t> starts = turn_starts(turn);
+  if (starts.empty()) return {render(turn, window(turn, turn.messages.size(), 0)), 0};
   // Keep as many of the most recent turns as fit; at least the latest one.
-  std::string text;
-  for (size_t omitted = 0; omitted < starts.size(); ++omitted) {
-    text = render(turn, window(turn, starts[omitted], omitted));
+  for (size_t omitted = 0;; ++omitted) {
+    std::string text = render(turn, window(turn, starts[omitted], omitted));
     const size_t n = ctx_.tokenizer->encode(text, /*allow_special=*/true).size();
-    if (n <= static_cast<size_t>(max_prompt_tokens_) || omitted + 1 == starts.size()) break;
+    if (n <= static_cast<size_t>(max_prompt_tokens_) || omitted + 1 == starts.size()) return {text, omitted};
   }
-  if (starts.empty()) text = render(turn, window(turn, turn.messages.size(), 0));
-  return Observation::from_text(text);
 }
+
+Observation TokenBudgetPolicy::next(const ContextTurn& turn) const { return Observation::from_text(fit(turn).first); }
+
+size_t TokenBudgetPolicy::omitted_turns(const ContextTurn& turn) const { return fit(turn).second; }
 
 // ---------------------------------------------------------------------------------
 namespace {

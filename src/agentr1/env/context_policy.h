@@ -109,6 +109,12 @@ class ContextPolicy {
   // The full next prompt. Throws Error for programming/config errors (assistant_index
   // out of range, a template that cannot be appended to); never for model output.
   virtual Observation next(const ContextTurn& turn) const = 0;
+  // How many earlier turns next(turn) leaves out of the prompt (0 for policies that
+  // keep everything). Environments report it per step (info "context_omitted_turns").
+  virtual size_t omitted_turns(const ContextTurn& turn) const {
+    (void)turn;
+    return 0;
+  }
 };
 
 class AppendOnlyPolicy : public ContextPolicy {
@@ -165,6 +171,7 @@ class SlidingWindowPolicy : public WindowPolicy {
   SlidingWindowPolicy(const ContextPolicyContext& ctx, int keep_last);  // keep_last >= 1
   std::string name() const override { return "sliding_window"; }
   Observation next(const ContextTurn& turn) const override;
+  size_t omitted_turns(const ContextTurn& turn) const override;
 
  private:
   int keep_last_;
@@ -175,8 +182,11 @@ class TokenBudgetPolicy : public WindowPolicy {
   TokenBudgetPolicy(const ContextPolicyContext& ctx, int max_prompt_tokens);  // >= 1
   std::string name() const override { return "token_budget"; }
   Observation next(const ContextTurn& turn) const override;
+  size_t omitted_turns(const ContextTurn& turn) const override;
 
  private:
+  // The window's text and how many turns it leaves out.
+  std::pair<std::string, size_t> fit(const ContextTurn& turn) const;
   int max_prompt_tokens_;
 };
 

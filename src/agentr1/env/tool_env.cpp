@@ -427,6 +427,7 @@ StepResult ToolEnv::step(const Action& action) {
 
   const ContextTurn turn{prompt_ids_, action, messages_, assistant_index, tools_schema_, head_size_};
   Observation next = policy_->next(turn);
+  info["context_omitted_turns"] = static_cast<int64_t>(policy_->omitted_turns(turn));
   if (next.kind() == Observation::Kind::kTokens) {
     prompt_ids_ = next.tokens();
   } else if (next.kind() == Observation::Kind::kText) {

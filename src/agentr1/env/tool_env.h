@@ -26,8 +26,9 @@
 //     token-exact append-only rule).
 // StepResult.info holds ints "tool_calls" (calls attempted, malformed included),
 // "tool_errors" (all failed calls), "tool_timeouts", "malformed_calls",
-// "unknown_tools", plus "calls": [{"name", "status"}] with status one of ok, error,
-// timeout, unknown_tool, malformed, over_limit.
+// "unknown_tools", "context_omitted_turns" (earlier turns the next prompt leaves out,
+// by the context policy), plus "calls": [{"name", "status"}] with status one of ok,
+// error, timeout, unknown_tool, malformed, over_limit.
 #pragma once
 
 #include <memory>

@@ -14,7 +14,7 @@ namespace {
 constexpr uint64_t kSeedTurn = 0x7475726eULL;  // "turn": separates turn seeds
 
 const char* const kInfoCounters[] = {"tool_calls", "tool_errors", "tool_timeouts",
-                                     "malformed_calls", "unknown_tools"};
+                                     "malformed_calls", "unknown_tools", "context_omitted_turns"};
 const FinishReason kFinishReasons[] = {FinishReason::kStopToken, FinishReason::kStopString,
                                        FinishReason::kLength, FinishReason::kContextFull,
                                        FinishReason::kAborted};
@@ -169,6 +169,15 @@ Trajectory TrajectoryBuilder::finish(const Sample& sample) {
   m["num_turns"] = static_cast<int>(steps_.size());
   m["response_length"] = response_tokens_;
   m["prompt_length"] = steps_.empty() ? 0 : static_cast<int>(steps_.front().prompt_ids.size());
+  // What the context policy made the prompts cost: mean and max prompt tokens per step.
+  double prompt_sum = 0;
+  int64_t prompt_max = 0;
+  for (const auto& s : steps_) {
+    prompt_sum += static_cast<double>(s.prompt_ids.size());
+    prompt_max = std::max<int64_t>(prompt_max, static_cast<int64_t>(s.prompt_ids.size()));
+  }
+  m["prompt_tokens_mean"] = steps_.empty() ? 0.0 : prompt_sum / static_cast<double>(steps_.size());
+  m["prompt_tokens_max"] = prompt_max;
   for (const char* key : kInfoCounters) {
     int64_t sum = 0;
     for (const auto& s : steps_) {

@@ -40,6 +40,19 @@ TEST(ContextPackingTest, EachPolicysStepsAreTrainedOnTheirExactPrompts) {
       EXPECT_EQ(t.steps[k].prompt_ids, reqs[k].prompt_ids) << context.dump() << " step " << k;
       if (k > 0 && !extends(t.steps[k - 1], t.steps[k])) ++expected_rows;
     }
+    // Context metrics: turns left out (sliding_window keep_last 1 over 3 tool turns leaves
+    // out 0, 1, 2 turns from the next prompts), prompt tokens per step.
+    const double omitted = t.metrics["context_omitted_turns"].get<double>();
+    if (context == json("append_only") || context == json("rerender")) EXPECT_EQ(omitted, 0.0);
+    if (context.is_object() && context["type"] == "sliding_window") EXPECT_EQ(omitted, 3.0);
+    size_t pmax = 0;
+    double psum = 0;
+    for (const auto& st : t.steps) {
+      pmax = std::max(pmax, st.prompt_ids.size());
+      psum += static_cast<double>(st.prompt_ids.size());
+    }
+    EXPECT_EQ(t.metrics["prompt_tokens_max"].get<size_t>(), pmax);
+    EXPECT_DOUBLE_EQ(t.metrics["prompt_tokens_mean"].get<double>(), psum / static_cast<double>(t.steps.size()));
     const std::vector<PackedRow> rows = pack_trajectories({t}, {1.0f}, /*merge_prefix_steps=*/true);
     EXPECT_EQ(rows.size(), expected_rows) << context.dump();
     if (context == json("append_only")) EXPECT_EQ(rows.size(), 1u);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <set>
 
 #include "agentr1/core/error.h"
 #include "agentr1/train/device.h"
@@ -56,6 +57,15 @@ Metrics Learner::score(std::vector<PackedRow>& rows) {
       }
   m["rollout/logprob_max_diff"] = diff;
   m["batch/rows"] = static_cast<double>(rows.size());
+  // Tokens the learner forwards per trajectory (rows x length, before any shared prefix):
+  // the compute a context policy costs the learner.
+  double row_tokens = 0;
+  std::set<int64_t> trajectories;
+  for (const auto& r : rows) {
+    row_tokens += static_cast<double>(r.tokens.size());
+    trajectories.insert(r.trajectory);
+  }
+  m["batch/row_tokens_per_trajectory"] = row_tokens / static_cast<double>(std::max<size_t>(1, trajectories.size()));
   m["batch/action_tokens"] = static_cast<double>(n);
   return m;
 }
