@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/generator.h"
 #include "agentr1/core/json.h"
 #include "agentr1/core/trajectory.h"
 #include "agentr1/env/observation.h"
@@ -37,6 +38,12 @@ struct EnvContext {
   ThreadPool* pool = nullptr;                      // for tool execution; null = inline
   const text::RenderOptions* render_options = nullptr;  // chat template options (e.g.
                                                    // enable_thinking); null = defaults
+  Generator* generator = nullptr;                  // the policy's generator, for envs and
+                                                   // context policies that call the model
+                                                   // (summarize); null = none
+  SamplingParams sampling;                         // the rollout's sampling (temperature,
+                                                   // stop ids) for such calls
+  uint64_t seed = 0;                               // the trajectory's seed (derive per call)
 };
 
 class AgentEnv {

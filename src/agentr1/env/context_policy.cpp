@@ -5,6 +5,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/registry.h"
+#include "agentr1/core/rng.h"
 #include "agentr1/text/tokenizer.h"
 
 namespace agentr1::env {
@@ -187,6 +188,74 @@ Observation TokenBudgetPolicy::next(const ContextTurn& turn) const { return Obse
 
 size_t TokenBudgetPolicy::omitted_turns(const ContextTurn& turn) const { return fit(turn).second; }
 
+const char* const kSummaryInstruction =
+    "Summarize the earlier turns of this task below for yourself: the tool calls made, their "
+    "results, and what is known so far. Be brief; write only the summary.";
+
+SummarizePolicy::SummarizePolicy(const ContextPolicyContext& ctx, int keep_last, int max_summary_tokens,
+                                 bool train_summary)
+    : WindowPolicy(ctx), keep_last_(keep_last), max_summary_tokens_(max_summary_tokens), train_summary_(train_summary) {
+  AGENTR1_CHECK(keep_last_ >= 1, "summarize context option 'keep_last' must be >= 1, got " << keep_last_);
+  AGENTR1_CHECK(max_summary_tokens_ >= 1,
+                "summarize context option 'max_summary_tokens' must be >= 1, got " << max_summary_tokens_);
+  AGENTR1_CHECK(ctx_.generator != nullptr,
+                "the summarize context policy needs a generator to write summaries (EnvContext.generator is "
+                "null; HINT: run it inside an agent loop, which passes the rollout's generator)");
+}
+
+size_t SummarizePolicy::omitted_turns(const ContextTurn& turn) const {
+  const size_t n = turn_starts(turn).size();
+  return n - std::min(n, static_cast<size_t>(keep_last_));
+}
+
+Observation SummarizePolicy::next(const ContextTurn& turn) const {
+  const std::vector<size_t> starts = turn_starts(turn);
+  const size_t omitted = omitted_turns(turn);
+  if (omitted == 0) return Observation::from_text(render(turn, window(turn, turn.head_size, 0)));
+  const size_t first = starts[omitted];
+  // The transcript of the left-out turns, as plain lines.
+  std::string transcript;
+  for (size_t i = turn.head_size; i < first; ++i) {
+    const json& m = turn.messages[i];
+    const std::string role = m.value("role", "?");
+    std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
+    if (m.contains("tool_calls") && m["tool_calls"].is_array())
+      for (const auto& c : m["tool_calls"]) content += (content.empty() ? "" : " ") + std::string("call ") + c.dump();
+    transcript += role + ": " + content + "\n";
+  }
+  json request = json::array({json{{"role", "user"}, {"content", std::string(kSummaryInstruction) + "\n\n" + transcript}}});
+  GenRequest req;
+  req.prompt_ids = ctx_.tokenizer->encode(
+      ctx_.chat_template->render(request, json(), /*add_generation_prompt=*/true, ctx_.render_options),
+      /*allow_special=*/true);
+  req.sampling = ctx_.sampling;
+  req.sampling.max_new_tokens = max_summary_tokens_;
+  req.sampling.seed = derive_seed(ctx_.seed, {0x5a11, static_cast<uint64_t>(turn.turn_index)});
+  Step step;
+  step.prompt_ids = req.prompt_ids;
+  GenResult r = ctx_.generator->submit(std::move(req)).get();
+  // The summary's text without its trailing end-of-turn tokens.
+  size_t n = r.token_ids.size();
+  while (n > 0 && ctx_.tokenizer->is_special(r.token_ids[n - 1])) --n;
+  const std::string summary = ctx_.tokenizer->decode(TokenIds(r.token_ids.begin(), r.token_ids.begin() + static_cast<std::ptrdiff_t>(n)));
+  if (train_summary_ && turn.side_steps != nullptr && !r.token_ids.empty()) {
+    step.response_ids = r.token_ids;
+    step.response_logprobs = r.logprobs;
+    step.policy_version = r.policy_version;
+    step.info["kind"] = "summary";
+    step.info["finish_reason"] = finish_reason_name(r.finish);
+    step.info["summarized_turns"] = static_cast<int64_t>(omitted);
+    turn.side_steps->push_back(std::move(step));
+  }
+  json out = json::array();
+  for (size_t i = 0; i < turn.head_size; ++i) out.push_back(turn.messages[i]);
+  out.push_back({{"role", "user"},
+                 {"content", "Summary of the " + std::to_string(omitted) + " earlier turn" + (omitted == 1 ? "" : "s") +
+                                 ": " + summary}});
+  for (size_t i = first; i < turn.messages.size(); ++i) out.push_back(turn.messages[i]);
+  return Observation::from_text(render(turn, out));
+}
+
 // ---------------------------------------------------------------------------------
 namespace {
 
@@ -236,6 +305,20 @@ void register_builtins() {
           [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
             return std::make_unique<SlidingWindowPolicy>(c, int_option(o, "sliding_window", "keep_last", 2,
                                                                        {"keep_last"}));
+          },
+          kWhat);
+    r.add("summarize",
+          [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
+            const std::vector<std::string> known = {"keep_last", "max_summary_tokens", "train_summary"};
+            const int keep = int_option(o, "summarize", "keep_last", 2, known);
+            const int max_tokens = int_option(o, "summarize", "max_summary_tokens", 128, known);
+            bool train = false;
+            if (o.is_object() && o.contains("train_summary")) {
+              AGENTR1_CHECK(o["train_summary"].is_boolean(), "summarize context option 'train_summary' must be "
+                                                                 "true or false, got " << o["train_summary"].dump());
+              train = o["train_summary"].get<bool>();
+            }
+            return std::make_unique<SummarizePolicy>(c, keep, max_tokens, train);
           },
           kWhat);
     r.add("token_budget",

@@ -34,6 +34,9 @@
 //                          turns were left out, then the last keep_last turns, rendered
 //                          from their text through the chat template (generation prompt
 //                          included). Not token-exact.
+//   summarize              {"keep_last": 2, "max_summary_tokens": 128, "train_summary":
+//                          false}: like sliding_window, with a summary the model writes
+//                          in place of the marker (SummarizePolicy below). Not token-exact.
 //   token_budget           {"max_prompt_tokens": 1024}: the head and the most recent turns
 //                          whose rendering (with the marker, as sliding_window) fits
 //                          max_prompt_tokens tokens, cut on turn boundaries only; the
@@ -73,7 +76,9 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/generator.h"
 #include "agentr1/core/json.h"
+#include "agentr1/core/trajectory.h"
 #include "agentr1/env/observation.h"
 #include "agentr1/text/chat_template.h"
 
@@ -91,6 +96,8 @@ struct ContextTurn {
   size_t assistant_index;       // index of this turn's assistant message in `messages`
   const json& tools;            // tool schemas for the template's tools block (null = none)
   size_t head_size = 0;         // messages[0, head_size): system prompt + task (never dropped)
+  size_t turn_index = 0;        // 0 for the first turn (seeds model calls a policy makes)
+  std::vector<Step>* side_steps = nullptr;  // where a policy puts model calls to be trained
 };
 
 // Where policies render and count: not owned, must outlive the policy.
@@ -98,6 +105,9 @@ struct ContextPolicyContext {
   const text::Tokenizer* tokenizer = nullptr;
   const text::ChatTemplate* chat_template = nullptr;
   text::RenderOptions render_options;
+  Generator* generator = nullptr;  // for policies that call a model (summarize)
+  SamplingParams sampling;         // the rollout's sampling for those calls
+  uint64_t seed = 0;               // the trajectory's seed
 };
 
 class ContextPolicy {
@@ -188,6 +198,29 @@ class TokenBudgetPolicy : public WindowPolicy {
   // The window's text and how many turns it leaves out.
   std::pair<std::string, size_t> fit(const ContextTurn& turn) const;
   int max_prompt_tokens_;
+};
+
+// Turns older than the last keep_last are replaced by a summary the model writes: one
+// Generator call per turn that leaves turns out, prompted with kSummaryInstruction and a
+// transcript of the left-out turns ("assistant: ...", "tool: ..." lines), sampled with
+// the rollout's sampling and at most max_summary_tokens tokens, seeded from the
+// trajectory seed and the turn. The window is the head, then {"role": "user", "content":
+// "Summary of the N earlier turns: <summary>"}, then the kept turns. With train_summary
+// the call is also a Step of the trajectory (its own prompt, response ids and behaviour
+// log-probs; ContextTurn::side_steps), trained with the trajectory's advantage like any
+// step; without, it is context only.
+extern const char* const kSummaryInstruction;
+class SummarizePolicy : public WindowPolicy {
+ public:
+  SummarizePolicy(const ContextPolicyContext& ctx, int keep_last, int max_summary_tokens, bool train_summary);
+  std::string name() const override { return "summarize"; }
+  Observation next(const ContextTurn& turn) const override;
+  size_t omitted_turns(const ContextTurn& turn) const override;
+
+ private:
+  int keep_last_;
+  int max_summary_tokens_;
+  bool train_summary_;
 };
 
 using ContextPolicyFactory =

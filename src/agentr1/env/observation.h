@@ -15,6 +15,7 @@
 
 #include "agentr1/core/generator.h"
 #include "agentr1/core/json.h"
+#include "agentr1/core/trajectory.h"
 
 namespace agentr1::env {
 
@@ -50,6 +51,9 @@ struct StepResult {
   float reward = 0.0f;       // per-step reward
   bool done = false;         // episode over
   json info = json::object();  // tool calls, errors, per-step metrics (namespaced keys)
+  std::vector<Step> side_steps;  // model calls the env made itself and wants trained (e.g.
+                                 // a summarize context policy with train_summary), in order;
+                                 // the flow records them as Steps before the next turn
 };
 
 }  // namespace agentr1::env

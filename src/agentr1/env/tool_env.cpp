@@ -180,6 +180,9 @@ ToolEnv::ToolEnv(const EnvContext& ctx, ToolEnvOptions options)
     pc.tokenizer = ctx_.tokenizer;
     pc.chat_template = ctx_.chat_template;
     pc.render_options = render_options_;
+    pc.generator = ctx_.generator;
+    pc.sampling = ctx_.sampling;
+    pc.seed = ctx_.seed;
     return make_context_policy(options_.context, pc);
   });
 }
@@ -191,6 +194,7 @@ Observation ToolEnv::reset(const Sample& sample) {
                 "ToolEnv::reset: the sample's prompt must be a non-empty list of chat messages");
   messages_ = sample.prompt;
   head_size_ = messages_.size();
+  turn_index_ = 0;
   const std::string text = ctx_.chat_template->render(messages_, tools_schema_,
                                                       /*add_generation_prompt=*/true,
                                                       render_options_);
@@ -425,7 +429,9 @@ StepResult ToolEnv::step(const Action& action) {
   info["unknown_tools"] = n_unknown;
   info["calls"] = std::move(calls_info);
 
-  const ContextTurn turn{prompt_ids_, action, messages_, assistant_index, tools_schema_, head_size_};
+  const ContextTurn turn{prompt_ids_, action,         messages_, assistant_index, tools_schema_, head_size_,
+                         turn_index_, &result.side_steps};
+  ++turn_index_;
   Observation next = policy_->next(turn);
   info["context_omitted_turns"] = static_cast<int64_t>(policy_->omitted_turns(turn));
   if (next.kind() == Observation::Kind::kTokens) {

@@ -137,6 +137,7 @@ class ToolEnv : public AgentEnv {
   json messages_ = json::array();
   TokenIds prompt_ids_;                        // exact ids of the current prompt
   size_t head_size_ = 0;                       // the sample's prompt messages (never dropped)
+  size_t turn_index_ = 0;                      // turns handed to the context policy so far
   bool started_ = false;
   bool finished_ = false;
 };

@@ -207,7 +207,13 @@ TEST_F(EnvFixture, ConstructionErrors) {
   o.context = "sliding";
   msg = what_of([&] { ToolEnv env(ctx(), o); });
   EXPECT_TRUE(contains(msg, "unknown context policy 'sliding'; known: append_only, rerender, sliding_window, "
-                            "token_budget")) << msg;
+                            "summarize, token_budget")) << msg;
+  o.context = json{{"type", "summarize"}};  // EnvContext has no generator here
+  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "needs a generator")) << msg;
+  o.context = json{{"type", "summarize"}, {"train_summary", 1}};
+  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "'train_summary' must be true or false, got 1")) << msg;
   o.context = json{{"type", "sliding_window"}, {"keep_lst", 2}};
   msg = what_of([&] { ToolEnv env(ctx(), o); });
   EXPECT_TRUE(contains(msg, "unknown sliding_window context option 'keep_lst'; known: keep_last")) << msg;

@@ -15,6 +15,10 @@ Trajectory AgentEnvLoop::run(const Sample& sample, const FlowContext& ctx, const
   ectx.chat_template = ctx.chat_template;
   ectx.pool = ctx.tool_pool;
   ectx.render_options = &b.render_options();
+  ectx.generator = ctx.generator;
+  ectx.sampling = opts.sampling;
+  for (TokenId id : ctx.stop_token_ids) ectx.sampling.stop_token_ids.push_back(id);
+  ectx.seed = seed;
   const json kwargs = merge_env_kwargs(opts.env_kwargs, sample.env_kwargs);
   std::unique_ptr<env::AgentEnv> env = with_context(
       "env '" + env_name_ + "'", [&] { return env::make_env(env_name_, ectx, kwargs); });
@@ -33,6 +37,7 @@ Trajectory AgentEnvLoop::run(const Sample& sample, const FlowContext& ctx, const
     step->done = r.done;
     for (const auto& kv : r.info.items()) step->info[kv.key()] = kv.value();
     b.add(std::move(*step));
+    for (Step& side : r.side_steps) b.add(std::move(side));  // e.g. a trained summary
     if (r.done) break;
     obs = std::move(r.observation);
   }

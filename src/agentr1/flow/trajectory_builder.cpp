@@ -158,15 +158,28 @@ std::string reward_fn_name_for(const Sample& sample, const FlowOptions& opts) {
 Trajectory TrajectoryBuilder::finish(const Sample& sample) {
   Trajectory t;
   const std::string fn_name = reward_fn_name_for(sample, opts_);
-  if (!steps_.empty()) {
+  // The policy's last turn (steps an env added itself, e.g. a trained summary, are not
+  // answers).
+  const Step* last_turn = nullptr;
+  int turns = 0, summaries = 0;
+  for (const auto& s : steps_) {
+    if (s.info.value("kind", "") == std::string("summary")) {
+      ++summaries;
+      continue;
+    }
+    last_turn = &s;
+    ++turns;
+  }
+  if (last_turn != nullptr) {
     tasks::RewardFn fn = tasks::make_reward_fn(fn_name, opts_.reward_kwargs);
     t.outcome_reward = with_context("reward function '" + fn_name + "'", [&] {
-      return fn(response_text(steps_.back()), sample.ground_truth, sample.extra_info);
+      return fn(response_text(*last_turn), sample.ground_truth, sample.extra_info);
     });
   }
 
   json m = json::object();
-  m["num_turns"] = static_cast<int>(steps_.size());
+  m["num_turns"] = turns;
+  m["summary_steps"] = summaries;
   m["response_length"] = response_tokens_;
   m["prompt_length"] = steps_.empty() ? 0 : static_cast<int>(steps_.front().prompt_ids.size());
   // What the context policy made the prompts cost: mean and max prompt tokens per step.
@@ -193,7 +206,7 @@ Trajectory TrajectoryBuilder::finish(const Sample& sample) {
   m["response_budget_exhausted"] = response_budget_exhausted_ ? 1 : 0;
   m["aborted"] = aborted_ ? 1 : 0;
   m["outcome_reward"] = t.outcome_reward;
-  m["success"] = (!steps_.empty() && t.outcome_reward >= opts_.success_threshold) ? 1 : 0;
+  m["success"] = (last_turn != nullptr && t.outcome_reward >= opts_.success_threshold) ? 1 : 0;
   for (FinishReason f : kFinishReasons) {
     int count = 0;
     for (const auto& s : steps_)

@@ -75,5 +75,66 @@ TEST(ContextPackingTest, EachPolicysStepsAreTrainedOnTheirExactPrompts) {
   }
 }
 
+// summarize: the summary is written by the generator (scripted here) and replaces the
+// left-out turns; with train_summary it is also a Step of the trajectory (its own prompt
+// and response ids, trained with the trajectory's advantage), without it only context.
+TEST(ContextPackingTest, SummarizeWritesTheSummaryAndTrainsItOnlyWhenAsked) {
+  register_fakes();
+  for (bool train : {false, true}) {
+    std::vector<TokenIds> turns;
+    for (int k = 1; k <= 3; ++k)
+      turns.push_back(turn_ids(call_text("adder", "{\"a\": " + std::to_string(k) + ", \"b\": 1}")));
+    turns.push_back(turn_ids("Done.\n#### 4"));
+    auto policy = ScriptedGenerator::queue(turns);
+    const TokenIds summary = turn_ids("SUMMARY-A");
+    ScriptedGenerator gen([&](const GenRequest& r) {
+      return contains(tok().decode(r.prompt_ids), "Summarize the earlier turns") ? summary : policy(r);
+    });
+    flow::FlowContext ctx = make_context(&gen);
+    flow::FlowOptions o;
+    o.max_steps = 6;
+    o.env_kwargs = {{"tools", {"adder"}},
+                    {"context", {{"type", "summarize"}, {"keep_last", 1}, {"train_summary", train}}}};
+    const Sample sample = make_sample("Add.", "4");
+    const Trajectory t = flow::AgentEnvLoop("tool").run(sample, ctx, o, /*seed=*/5);
+    const auto reqs = gen.requests();
+    ASSERT_EQ(reqs.size(), 6u) << "4 turns + a summary after turns 2 and 3";
+    EXPECT_EQ(t.metrics["num_turns"], 4);
+    EXPECT_EQ(t.metrics["summary_steps"], train ? 2 : 0);
+    EXPECT_FLOAT_EQ(t.outcome_reward, 1.0f) << "the reward reads the final answer, not a summary";
+    ASSERT_EQ(t.steps.size(), train ? 6u : 4u);
+    // The prompt of turn 3 (after 2 turns, keep_last 1): head, the summary, turn 2.
+    const Step& third = train ? t.steps[3] : t.steps[2];
+    ASSERT_NE(third.info.value("kind", ""), "summary");
+    json convo = sample.prompt;
+    convo.push_back({{"role", "user"}, {"content", "Summary of the 1 earlier turn: SUMMARY-A"}});
+    const std::string third_text = tok().decode(third.prompt_ids);
+    EXPECT_TRUE(contains(third_text, "<|im_start|>user\nSummary of the 1 earlier turn: SUMMARY-A<|im_end|>"))
+        << third_text;
+    EXPECT_FALSE(contains(third_text, "\"a\": 1,")) << "turn 1 is summarised away: " << third_text;
+    EXPECT_TRUE(contains(third_text, "\"a\": 2,")) << third_text;
+    // Trained summaries: own steps with the generator's exact prompt and response, packed
+    // as action tokens with the trajectory's advantage.
+    size_t summary_tokens = 0;
+    for (size_t k = 0; k < t.steps.size(); ++k) {
+      if (t.steps[k].info.value("kind", "") != "summary") continue;
+      EXPECT_EQ(t.steps[k].response_ids, summary);
+      EXPECT_TRUE(contains(tok().decode(t.steps[k].prompt_ids), "Summarize the earlier turns"));
+      summary_tokens += t.steps[k].response_ids.size();
+    }
+    const auto rows = pack_trajectories({t}, {0.5f}, /*merge_prefix_steps=*/true);
+    size_t with_advantage = 0, in_summary_rows = 0;
+    for (const auto& r : rows)
+      for (size_t i = 0; i < r.tokens.size(); ++i) {
+        if (!r.action[i]) continue;
+        with_advantage += r.advantage[i] == 0.5f;
+        if (t.steps[static_cast<size_t>(r.step_of[i])].info.value("kind", "") == "summary") ++in_summary_rows;
+      }
+    EXPECT_EQ(in_summary_rows, summary_tokens);
+    EXPECT_EQ(summary_tokens, train ? 2 * summary.size() : 0u);
+    EXPECT_GT(with_advantage, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace agentr1::train
