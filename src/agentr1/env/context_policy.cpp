@@ -155,14 +155,10 @@ SlidingWindowPolicy::SlidingWindowPolicy(const ContextPolicyContext& ctx, int ke
   AGENTR1_CHECK(keep_last_ >= 1, "sliding_window context option 'keep_last' must be >= 1, got " << keep_last_);
 }
 
-size_t SlidingWindowPolicy::omitted_turns(const ContextTurn& turn) const {
-  const size_t n = turn_starts(turn).size();
-  return n - std::min(n, static_cast<size_t>(keep_last_));
-}
-
 Observation SlidingWindowPolicy::next(const ContextTurn& turn) const {
   const std::vector<size_t> starts = turn_starts(turn);
-  const size_t omitted = omitted_turns(turn);
+  const size_t omitted = starts.size() - std::min(starts.size(), static_cast<size_t>(keep_last_));
+  if (turn.report != nullptr) turn.report->omitted_turns = omitted;
   const size_t first = starts.empty() ? turn.messages.size() : starts[omitted];
   return Observation::from_text(render(turn, window(turn, first, omitted)));
 }
@@ -173,20 +169,19 @@ TokenBudgetPolicy::TokenBudgetPolicy(const ContextPolicyContext& ctx, int max_pr
                 "token_budget context option 'max_prompt_tokens' must be >= 1, got " << max_prompt_tokens_);
 }
 
-std::pair<std::string, size_t> TokenBudgetPolicy::fit(const ContextTurn& turn) const {
+Observation TokenBudgetPolicy::next(const ContextTurn& turn) const {
   const std::vector<size_t> starts = turn_starts(turn);
-  if (starts.empty()) return {render(turn, window(turn, turn.messages.size(), 0)), 0};
+  if (starts.empty()) return Observation::from_text(render(turn, window(turn, turn.messages.size(), 0)));
   // Keep as many of the most recent turns as fit; at least the latest one.
   for (size_t omitted = 0;; ++omitted) {
     std::string text = render(turn, window(turn, starts[omitted], omitted));
     const size_t n = ctx_.tokenizer->encode(text, /*allow_special=*/true).size();
-    if (n <= static_cast<size_t>(max_prompt_tokens_) || omitted + 1 == starts.size()) return {text, omitted};
+    if (n <= static_cast<size_t>(max_prompt_tokens_) || omitted + 1 == starts.size()) {
+      if (turn.report != nullptr) turn.report->omitted_turns = omitted;
+      return Observation::from_text(std::move(text));
+    }
   }
 }
-
-Observation TokenBudgetPolicy::next(const ContextTurn& turn) const { return Observation::from_text(fit(turn).first); }
-
-size_t TokenBudgetPolicy::omitted_turns(const ContextTurn& turn) const { return fit(turn).second; }
 
 const char* const kSummaryInstruction =
     "Summarize the earlier turns of this task below for yourself: the tool calls made, their "
@@ -203,14 +198,10 @@ SummarizePolicy::SummarizePolicy(const ContextPolicyContext& ctx, int keep_last,
                 "null; HINT: run it inside an agent loop, which passes the rollout's generator)");
 }
 
-size_t SummarizePolicy::omitted_turns(const ContextTurn& turn) const {
-  const size_t n = turn_starts(turn).size();
-  return n - std::min(n, static_cast<size_t>(keep_last_));
-}
-
 Observation SummarizePolicy::next(const ContextTurn& turn) const {
   const std::vector<size_t> starts = turn_starts(turn);
-  const size_t omitted = omitted_turns(turn);
+  const size_t omitted = starts.size() - std::min(starts.size(), static_cast<size_t>(keep_last_));
+  if (turn.report != nullptr) turn.report->omitted_turns = omitted;
   if (omitted == 0) return Observation::from_text(render(turn, window(turn, turn.head_size, 0)));
   const size_t first = starts[omitted];
   // The transcript of the left-out turns, as plain lines.
@@ -238,14 +229,14 @@ Observation SummarizePolicy::next(const ContextTurn& turn) const {
   size_t n = r.token_ids.size();
   while (n > 0 && ctx_.tokenizer->is_special(r.token_ids[n - 1])) --n;
   const std::string summary = ctx_.tokenizer->decode(TokenIds(r.token_ids.begin(), r.token_ids.begin() + static_cast<std::ptrdiff_t>(n)));
-  if (train_summary_ && turn.side_steps != nullptr && !r.token_ids.empty()) {
+  if (train_summary_ && turn.report != nullptr && !r.token_ids.empty()) {
     step.response_ids = r.token_ids;
     step.response_logprobs = r.logprobs;
     step.policy_version = r.policy_version;
     step.info["kind"] = "summary";
     step.info["finish_reason"] = finish_reason_name(r.finish);
     step.info["summarized_turns"] = static_cast<int64_t>(omitted);
-    turn.side_steps->push_back(std::move(step));
+    turn.report->side_steps.push_back(std::move(step));
   }
   json out = json::array();
   for (size_t i = 0; i < turn.head_size; ++i) out.push_back(turn.messages[i]);

@@ -88,6 +88,12 @@ class Tokenizer;
 
 namespace agentr1::env {
 
+// What a policy reports about the prompt it built (ContextTurn::report).
+struct ContextReport {
+  size_t omitted_turns = 0;      // earlier turns the prompt leaves out (info "context_omitted_turns")
+  std::vector<Step> side_steps;  // model calls to be trained (summarize with train_summary)
+};
+
 // One finished turn, as a context policy sees it. References, valid for the call.
 struct ContextTurn {
   const TokenIds& prompt_ids;   // exact ids of the prompt the policy saw this turn
@@ -97,7 +103,7 @@ struct ContextTurn {
   const json& tools;            // tool schemas for the template's tools block (null = none)
   size_t head_size = 0;         // messages[0, head_size): system prompt + task (never dropped)
   size_t turn_index = 0;        // 0 for the first turn (seeds model calls a policy makes)
-  std::vector<Step>* side_steps = nullptr;  // where a policy puts model calls to be trained
+  ContextReport* report = nullptr;  // filled by next() when not null (environments pass one)
 };
 
 // Where policies render and count: not owned, must outlive the policy.
@@ -118,13 +124,8 @@ class ContextPolicy {
   virtual bool token_exact() const = 0;
   // The full next prompt. Throws Error for programming/config errors (assistant_index
   // out of range, a template that cannot be appended to); never for model output.
+  // Policies that leave turns out or call the model say so in turn.report (if given).
   virtual Observation next(const ContextTurn& turn) const = 0;
-  // How many earlier turns next(turn) leaves out of the prompt (0 for policies that
-  // keep everything). Environments report it per step (info "context_omitted_turns").
-  virtual size_t omitted_turns(const ContextTurn& turn) const {
-    (void)turn;
-    return 0;
-  }
 };
 
 class AppendOnlyPolicy : public ContextPolicy {
@@ -181,7 +182,6 @@ class SlidingWindowPolicy : public WindowPolicy {
   SlidingWindowPolicy(const ContextPolicyContext& ctx, int keep_last);  // keep_last >= 1
   std::string name() const override { return "sliding_window"; }
   Observation next(const ContextTurn& turn) const override;
-  size_t omitted_turns(const ContextTurn& turn) const override;
 
  private:
   int keep_last_;
@@ -192,11 +192,8 @@ class TokenBudgetPolicy : public WindowPolicy {
   TokenBudgetPolicy(const ContextPolicyContext& ctx, int max_prompt_tokens);  // >= 1
   std::string name() const override { return "token_budget"; }
   Observation next(const ContextTurn& turn) const override;
-  size_t omitted_turns(const ContextTurn& turn) const override;
 
  private:
-  // The window's text and how many turns it leaves out.
-  std::pair<std::string, size_t> fit(const ContextTurn& turn) const;
   int max_prompt_tokens_;
 };
 
@@ -207,7 +204,7 @@ class TokenBudgetPolicy : public WindowPolicy {
 // trajectory seed and the turn. The window is the head, then {"role": "user", "content":
 // "Summary of the N earlier turns: <summary>"}, then the kept turns. With train_summary
 // the call is also a Step of the trajectory (its own prompt, response ids and behaviour
-// log-probs; ContextTurn::side_steps), trained with the trajectory's advantage like any
+// log-probs; ContextReport::side_steps), trained with the trajectory's advantage like any
 // step; without, it is context only.
 extern const char* const kSummaryInstruction;
 class SummarizePolicy : public WindowPolicy {
@@ -215,7 +212,6 @@ class SummarizePolicy : public WindowPolicy {
   SummarizePolicy(const ContextPolicyContext& ctx, int keep_last, int max_summary_tokens, bool train_summary);
   std::string name() const override { return "summarize"; }
   Observation next(const ContextTurn& turn) const override;
-  size_t omitted_turns(const ContextTurn& turn) const override;
 
  private:
   int keep_last_;

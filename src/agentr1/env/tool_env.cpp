@@ -429,11 +429,12 @@ StepResult ToolEnv::step(const Action& action) {
   info["unknown_tools"] = n_unknown;
   info["calls"] = std::move(calls_info);
 
-  const ContextTurn turn{prompt_ids_, action,         messages_, assistant_index, tools_schema_, head_size_,
-                         turn_index_, &result.side_steps};
+  ContextReport report;
+  const ContextTurn turn{prompt_ids_, action, messages_, assistant_index, tools_schema_, head_size_, turn_index_, &report};
   ++turn_index_;
   Observation next = policy_->next(turn);
-  info["context_omitted_turns"] = static_cast<int64_t>(policy_->omitted_turns(turn));
+  info["context_omitted_turns"] = static_cast<int64_t>(report.omitted_turns);
+  result.side_steps = std::move(report.side_steps);
   if (next.kind() == Observation::Kind::kTokens) {
     prompt_ids_ = next.tokens();
   } else if (next.kind() == Observation::Kind::kText) {
