@@ -7,7 +7,7 @@
 namespace agentr1::tasks {
 namespace {
 
-constexpr const char* kKnownKeys = "min_level, max_level, use_system_prompt, tools_in_prompt, restate_expression";
+constexpr const char* kKnownKeys = "min_level, max_level, use_system_prompt, tools_in_prompt, restate_expression, demo_style";
 constexpr int kMaxLevel = 4;  // ArithmeticOptions: at most 4 operations per problem
 
 int read_level(const std::string& key, const json& v) {
@@ -54,6 +54,11 @@ ArithmeticFamilyOptions ArithmeticFamilyOptions::from_json(const json& kw) {
       o.tools_in_prompt = read_bool(k, v);
     } else if (k == "restate_expression") {
       o.restate_expression = read_bool(k, v);
+    } else if (k == "demo_style") {
+      AGENTR1_CHECK(v.is_string(), "arithmetic task option 'demo_style' must be \"single\" or \"per_step\", got "
+                                       << v.dump());
+      o.demo_style = with_context("arithmetic task option 'demo_style'",
+                                  [&] { return parse_demo_style(v.get<std::string>()); });
     } else {
       throw Error("unknown arithmetic task option '" + k + "'; known: " + kKnownKeys);
     }
@@ -67,7 +72,8 @@ json ArithmeticFamilyOptions::to_json() const {
           {"max_level", max_level},
           {"use_system_prompt", use_system_prompt},
           {"tools_in_prompt", tools_in_prompt},
-          {"restate_expression", restate_expression}};
+          {"restate_expression", restate_expression},
+          {"demo_style", demo_style == DemoStyle::kPerStep ? "per_step" : "single"}};
 }
 
 ArithmeticFamily::ArithmeticFamily(ArithmeticFamilyOptions opts) : opts_(std::move(opts)) { opts_.validate(); }
@@ -99,6 +105,7 @@ std::vector<json> ArithmeticFamily::demonstrations(int64_t n, uint64_t seed, con
   ro.enable_thinking = false;
   DemoOptions demo_opts;
   demo_opts.restate_expression = opts_.restate_expression;
+  demo_opts.style = opts_.demo_style;
   demo_opts.prompt = dso.prompt;
   std::vector<json> demos;
   demos.reserve(static_cast<size_t>(n));
@@ -122,6 +129,11 @@ std::vector<json> ArithmeticFamily::demonstrations(int64_t n, uint64_t seed, con
     demos.push_back(std::move(d));
   }
   return demos;
+}
+
+std::vector<std::string> ArithmeticFamily::recipe_defaults() const {
+  if (opts_.demo_style != DemoStyle::kPerStep) return {};
+  return {"rollout.max_steps=" + std::to_string(opts_.max_level + 1)};
 }
 
 }  // namespace agentr1::tasks

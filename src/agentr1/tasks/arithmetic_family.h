@@ -21,6 +21,17 @@
 //                                         of the prompt; the calculator still runs)
 //   restate_expression (bool, false)      demonstrations end "<expr> = <v>\n#### <v>"
 //                                         (true) or "#### <v>" (false)
+//   demo_style ("single" | "per_step",    how the expert uses the calculator: one call
+//               default "single")         with the whole expression, or one call per
+//                                         operation on literal numbers (level calls, each
+//                                         using the results the calculator returned
+//                                         before: the multi-step variant, whose history
+//                                         grows by one turn per operation). The prompts
+//                                         and the reward are the same either way.
+//
+// The multi-step variant of the context experiment is
+//   data.task_kwargs={min_level: 4, max_level: 4, demo_style: per_step}
+// and rollout.max_steps >= level + 1 (the recipe_defaults below set it).
 //
 // Samples use agent "tool", env_kwargs.tools ["calculator"] and data_source
 // "arith_calc" (the gsm8k scorer); both are registered by register_builtin_tasks().
@@ -31,6 +42,7 @@
 #include <vector>
 
 #include "agentr1/core/json.h"
+#include "agentr1/tasks/demonstration.h"
 #include "agentr1/tasks/task_family.h"
 
 namespace agentr1::tasks {
@@ -44,6 +56,7 @@ struct ArithmeticFamilyOptions {
                                     // demonstrations omit the tools block
   bool restate_expression = false;  // demonstrations' final turn "<expr> = <v>\n#### <v>"
                                     // (true) or "#### <v>" (false)
+  DemoStyle demo_style = DemoStyle::kSingleCall;  // one call, or one per operation
 
   // Throws Error naming the key, the rule and the value.
   void validate() const;
@@ -69,13 +82,17 @@ class ArithmeticFamily : public TaskFamily {
 
   // For i in 0..n-1 the train-split problem generate_problem(seed, i): the sample as
   // make_dataset(kTrain, n, seed) makes it, and the actions of its single-call expert
-  // demonstration (expert_demonstration with the calculator's schema), each turned into
+  // demonstration (expert_demonstration with the calculator's schema and demo_style), each turned into
   // text by assistant_action_text(_, end_of_turn). rendered (if non-null) gets the whole
   // episode rendered with tmpl (no generation prompt, enable_thinking = false; the tools
   // block only when tools_in_prompt). Throws Error if n < 0.
   std::vector<json> demonstrations(int64_t n, uint64_t seed, const text::ChatTemplate& tmpl,
                                    const std::string& end_of_turn,
                                    std::vector<std::string>* rendered = nullptr) const override;
+
+  // With demo_style per_step: {"rollout.max_steps=<max_level + 1>"} (one turn per
+  // operation and one for the answer); none for single calls.
+  std::vector<std::string> recipe_defaults() const override;
 
  private:
   ArithDatasetOptions dataset_options(DataSplit split) const;

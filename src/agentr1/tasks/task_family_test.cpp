@@ -124,8 +124,13 @@ TEST(ArithmeticFamilyKwargs, ErrorsNameTheKeyAndTheRule) {
   std::string e = error_of([] { arithmetic({{"max_levl", 2}}); });
   EXPECT_TRUE(contains(e, "task family 'arithmetic'")) << e;  // context added by the registry
   EXPECT_TRUE(contains(e, "'max_levl'")) << e;
-  for (const char* k : {"min_level", "max_level", "use_system_prompt", "tools_in_prompt", "restate_expression"})
+  for (const char* k :
+       {"min_level", "max_level", "use_system_prompt", "tools_in_prompt", "restate_expression", "demo_style"})
     EXPECT_TRUE(contains(e, k)) << "known keys must list " << k << ": " << e;
+  e = error_of([] { arithmetic({{"demo_style", "chained"}}); });
+  EXPECT_TRUE(contains(e, "'demo_style'") && contains(e, "chained") && contains(e, "per_step")) << e;
+  e = error_of([] { arithmetic({{"demo_style", 2}}); });
+  EXPECT_TRUE(contains(e, "'demo_style'") && contains(e, "got 2")) << e;
 
   e = error_of([] { arithmetic({{"max_level", 5}}); });
   EXPECT_TRUE(contains(e, "'max_level'") && contains(e, "1..4") && contains(e, "got 5")) << e;
@@ -161,8 +166,10 @@ TEST(ArithmeticFamilyKwargs, ParsesEveryKey) {
                    {"max_level", 4},
                    {"use_system_prompt", false},
                    {"tools_in_prompt", false},
-                   {"restate_expression", true}};
+                   {"restate_expression", true},
+                   {"demo_style", "per_step"}};
   const ArithmeticFamilyOptions o = ArithmeticFamilyOptions::from_json(kw);
+  EXPECT_EQ(o.demo_style, DemoStyle::kPerStep);
   EXPECT_EQ(o.min_level, 2);
   EXPECT_EQ(o.max_level, 4);
   EXPECT_FALSE(o.use_system_prompt);
@@ -175,6 +182,7 @@ TEST(ArithmeticFamilyKwargs, ParsesEveryKey) {
   EXPECT_TRUE(d.use_system_prompt);
   EXPECT_TRUE(d.tools_in_prompt);
   EXPECT_FALSE(d.restate_expression);
+  EXPECT_EQ(d.demo_style, DemoStyle::kSingleCall);
 }
 
 // ---------------------------------------------------------------- datasets
@@ -293,6 +301,50 @@ TEST(ArithmeticFamilyDemonstrations, ActionsSolveTheSampleWithTheCalculator) {
       EXPECT_EQ(r.text, gt) << call.dump();
       EXPECT_FALSE(contains(last, "<tool_call>"));
     }
+  }
+}
+
+// The multi-step variant: one call per operation, each on the numbers the calculator
+// returned before, the last result the answer; rollout.max_steps leaves room for all.
+TEST(ArithmeticFamilyDemonstrations, PerStepDemonstrationsChainTheCalculatorsResults) {
+  const text::ChatTemplate tmpl = text::ChatTemplate::for_family(text::ChatFamily::kQwen3);
+  Calculator calc;
+  auto fam = arithmetic({{"min_level", 4}, {"max_level", 4}, {"demo_style", "per_step"}});
+  EXPECT_EQ(fam->recipe_defaults(), std::vector<std::string>{"rollout.max_steps=5"});
+  EXPECT_TRUE(arithmetic({{"max_level", 4}})->recipe_defaults().empty());
+  const std::vector<json> demos = fam->demonstrations(30, 5, tmpl, kEot);
+  for (const json& d : demos) {
+    const Sample s = Sample::from_json(d.at("sample"));
+    EXPECT_EQ(s.extra_info.at("level"), 4);
+    const json& actions = d.at("actions");
+    ASSERT_EQ(actions.size(), 5u) << "four call turns and a final turn";
+    const std::string question = s.extra_info.at("question").get<std::string>();
+    std::vector<std::string> results;  // the calculator's outputs so far
+    std::vector<std::string> exprs;
+    for (size_t k = 0; k < 4; ++k) {
+      const json call = first_tool_call(actions[k].get<std::string>());
+      ASSERT_TRUE(call.is_object()) << actions[k];
+      const std::string expr = call.at("arguments").at("expression").get<std::string>();
+      // One operation on two literal numbers, each from the question or an earlier
+      // result of the calculator.
+      const size_t sp1 = expr.find(' '), sp2 = expr.rfind(' ');
+      ASSERT_TRUE(sp1 != std::string::npos && sp2 == sp1 + 2) << expr;
+      EXPECT_NE(std::string("+-*/").find(expr[sp1 + 1]), std::string::npos) << expr;
+      for (const std::string operand : {expr.substr(0, sp1), expr.substr(sp2 + 1)}) {
+        const bool earlier = std::find(results.begin(), results.end(), operand) != results.end();
+        EXPECT_TRUE(earlier || contains(question, operand)) << operand << " in " << expr;
+      }
+      exprs.push_back(expr);
+      results.push_back(calc.execute(call.at("arguments")).text);
+    }
+    // Dependent calls: every result but the last is an operand of a later call.
+    for (size_t k = 0; k + 1 < results.size(); ++k) {
+      bool used = false;
+      for (size_t j = k + 1; j < exprs.size(); ++j) used = used || contains(" " + exprs[j] + " ", " " + results[k] + " ");
+      EXPECT_TRUE(used) << "result " << results[k] << " of call " << k;
+    }
+    EXPECT_EQ(results.back(), s.ground_truth.get<std::string>());
+    EXPECT_EQ(actions[4].get<std::string>(), "#### " + results.back() + kEot);
   }
 }
 
