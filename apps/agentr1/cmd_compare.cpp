@@ -3,6 +3,11 @@
 // task, model, seeds and budget; writes a table and a plot of held-out accuracy.
 // The methods (name -> config overrides) and the default list come from
 // configs/compare.yaml in the data dir (see data_dir.h).
+//
+// With --contexts, the context-strategy experiment instead: the same model trained
+// with each context policy (append_only, sliding_window, summarize, ...) on the
+// multi-step arithmetic variant; the contexts, their shared config and the built-in
+// model they start from come from configs/contexts.yaml.
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -23,7 +28,8 @@ struct CompareArgs {
   std::string config_file;
   std::vector<std::string> overrides;
   std::string methods;  // "" = the recipe's default_methods
-  std::string out = "runs/compare";
+  std::string contexts;  // non-empty: the context experiment ("default" = default_contexts)
+  std::string out;       // "" = runs/compare or runs/contexts
   int steps = 0;
   bool no_plot = false;
   std::string chat_template;
@@ -50,11 +56,19 @@ train::CompareRecipe load_compare_recipe() {
   return with_context(path, [&] { return train::parse_compare_recipe(load_yaml_file(path)); });
 }
 
-// Held-out greedy accuracy per method over RL steps, with the baseline as a dashed line.
+train::ContextRecipe load_context_recipe() {
+  const std::string path = data_file("configs/contexts.yaml");
+  return with_context(path, [&] { return train::parse_context_recipe(load_yaml_file(path)); });
+}
+
+// Held-out greedy accuracy per method over RL steps, with the baseline as a dashed line
+// (for contexts, each run starts from its own baseline: no common line).
 LinePlot accuracy_plot(const train::CompareResult& r) {
   LinePlot p;
   p.context = "compare";
-  p.title = "Held-out greedy accuracy, arithmetic tool task";
+  const bool contexts = r.kind == train::CompareKind::kContexts;
+  p.title = contexts ? "Held-out greedy accuracy by context policy, multi-step arithmetic"
+                     : "Held-out greedy accuracy, arithmetic tool task";
   p.xlabel = "RL step";
   p.ylabel = "greedy success rate";
   p.yrange = std::make_pair(0.0, 1.0);
@@ -64,22 +78,36 @@ LinePlot accuracy_plot(const train::CompareResult& r) {
     for (const auto& [step, acc] : m.curve) s.points.emplace_back(static_cast<double>(step), acc);
     p.series.push_back(std::move(s));
   }
-  p.reference = r.baseline.greedy_success;
-  p.reference_title = "training-free baseline";
+  if (!contexts) {
+    p.reference = r.baseline.greedy_success;
+    p.reference_title = "training-free baseline";
+  }
   return p;
 }
 
 int run_compare(const CompareArgs& a) {
   using namespace agentr1::train;
-  const CompareRecipe recipe = load_compare_recipe();
   CompareOptions o;
-  o.method_table = recipe.methods;
-  o.methods = a.methods.empty() ? recipe.default_methods : split_csv(a.methods);
-  o.out_dir = a.out;
+  RecipeLayer layer;
+  if (a.contexts.empty()) {
+    const CompareRecipe recipe = load_compare_recipe();
+    o.method_table = recipe.methods;
+    o.methods = a.methods.empty() ? recipe.default_methods : split_csv(a.methods);
+    o.out_dir = a.out.empty() ? "runs/compare" : a.out;
+  } else {
+    const ContextRecipe recipe = load_context_recipe();
+    o.kind = CompareKind::kContexts;
+    o.method_table = recipe.contexts;
+    o.methods = a.contexts == "default" ? recipe.default_contexts : split_csv(a.contexts);
+    o.out_dir = a.out.empty() ? "runs/contexts" : a.out;
+    layer.name = data_path("configs/contexts.yaml");
+    layer.tree = recipe.config;
+    layer.builtin_model = recipe.builtin_model;
+  }
   check_methods(o.method_table, o.methods);  // bad names fail before the model is built
   std::vector<std::string> overrides = a.overrides;
   if (a.steps > 0) overrides.push_back("trainer.total_steps=" + std::to_string(a.steps));
-  TrainTree resolved = resolve_train_tree(a.config_file, overrides, a.chat_template);
+  TrainTree resolved = resolve_train_tree(a.config_file, overrides, a.chat_template, layer);
   CompareResult r = run_comparison(resolved.tree, o);
   const PlotFiles plot = write_line_plot(accuracy_plot(r), o.out_dir, "val_accuracy", /*run_gnuplot=*/!a.no_plot);
   std::cout << "\n" << format_comparison(r) << "\ntable: " << o.out_dir << "/comparison.md, plot: "
@@ -94,10 +122,15 @@ Registrar reg("compare", "baseline vs GRPO, PPO (GAE critic), RLOO, REINFORCE++ 
                 CLI::Option* methods =
                     app.add_option("--methods", a->methods,
                                    "comma-separated methods (default: default_methods of configs/compare.yaml)");
+                CLI::Option* contexts = app.add_option(
+                    "--contexts", a->contexts,
+                    "the context-strategy experiment instead of methods: comma-separated context policies "
+                    "from configs/contexts.yaml (e.g. append_only,sliding_window,summarize), or 'default'");
+                contexts->excludes(methods);
                 // The method names come from the data dir's configs/compare.yaml, read
                 // only when `compare` is the command (so that --help lists them); a
                 // missing or bad file is reported when the command runs.
-                app.preparse_callback([methods](std::size_t) {
+                app.preparse_callback([methods, contexts](std::size_t) {
                   try {
                     const train::CompareRecipe r = load_compare_recipe();
                     const std::string known = join(train::known_methods(r.methods), ", ");
@@ -107,9 +140,19 @@ Registrar reg("compare", "baseline vs GRPO, PPO (GAE critic), RLOO, REINFORCE++ 
                   } catch (const std::exception& e) {
                     methods->description(std::string("comma-separated methods (cannot list them: ") + e.what() + ")");
                   }
+                  try {
+                    const train::ContextRecipe r = load_context_recipe();
+                    contexts->description(
+                        "the context-strategy experiment instead of methods: comma-separated context runs, or "
+                        "'default' (" + join(r.default_contexts, ",") + "); known: " +
+                        join(train::known_methods(r.contexts), ", ") + " (from " +
+                        data_path("configs/contexts.yaml") + ")");
+                  } catch (const std::exception&) {
+                  }
                 });
-                app.add_option("--out", a->out, "output directory (one run directory per method inside)")
-                    ->capture_default_str();
+                app.add_option("--out", a->out,
+                               "output directory, one run directory per method inside (default: runs/compare, "
+                               "or runs/contexts with --contexts)");
                 app.add_option("--steps", a->steps,
                                "RL steps per method (0 = trainer.total_steps); raise it for longer runs")
                     ->capture_default_str();
@@ -120,7 +163,9 @@ Registrar reg("compare", "baseline vs GRPO, PPO (GAE critic), RLOO, REINFORCE++ 
                                "(default: qwen3_tokenizer_config.json in the data dir)");
                 app.add_option("overrides", a->overrides,
                                "dotted overrides shared by every method, e.g. data.train_batch_size=8");
-                app.footer("Example: agentr1 compare --methods grpo,rloo --steps 20 --out runs/cmp");
+                app.footer(
+                    "Examples:\n  agentr1 compare --methods grpo,rloo --steps 20 --out runs/cmp\n"
+                    "  agentr1 compare --contexts append_only,sliding_window,summarize");
                 return [a]() { return run_compare(*a); };
               });
 

@@ -36,6 +36,8 @@ struct SftArgs {
   bool restate_expression = false;
   bool use_system_prompt = false;
   bool tools_in_prompt = false;
+  std::string demo_style;
+  std::string demo_contexts;  // JSON list of context policies ("" = none)
   int threads = 0;
   bool thinking = false;
   train::SftOptions sft;
@@ -59,6 +61,18 @@ int run_sft_cmd(SftArgs a) {
     dm.use_system_prompt = a.use_system_prompt;
     dm.tools_in_prompt = a.tools_in_prompt;
     dm.sft = a.sft;
+    json extra = {{"demo_style", a.demo_style}};
+    if (!a.demo_contexts.empty()) {
+      extra["demo_contexts"] = json::parse(a.demo_contexts, nullptr, false);
+      AGENTR1_CHECK(!extra["demo_contexts"].is_discarded(),
+                    "--demo-contexts must be a JSON list of context policies, e.g. "
+                    "'[\"append_only\", {\"type\": \"sliding_window\", \"keep_last\": 2}]', got "
+                        << a.demo_contexts);
+    }
+    with_context("agentr1 sft", [&] {
+      dm.apply_json(extra);
+      return 0;
+    });
     std::cout << ensure_default_model(dm) << "\n";
     return 0;
   }
@@ -78,6 +92,7 @@ int run_sft_cmd(SftArgs a) {
     spec.restate_expression = a.restate_expression;
     spec.use_system_prompt = a.use_system_prompt;
     spec.tools_in_prompt = a.tools_in_prompt;
+    spec.apply_json({{"demo_style", a.demo_style}});
     const auto family = tasks::make_task_family("arithmetic", spec.task_kwargs());
     demos = family->demonstrations(a.num_demos, static_cast<uint64_t>(a.seed), tmpl, "<|im_end|>");
   }
@@ -114,6 +129,7 @@ Registrar reg("sft", "supervised fine-tuning on expert tool-use demonstrations",
   a->restate_expression = d.restate_expression;
   a->use_system_prompt = d.use_system_prompt;
   a->tools_in_prompt = d.tools_in_prompt;
+  a->demo_style = d.demo_style;
   a->sft = d.sft;
   app.add_option("--model", a->model, "HF model dir to fine-tune; omitted = build the built-in default model");
   app.add_option("--out", a->out, "output model dir (default for the built-in: runs/_builtin/model)");
@@ -132,6 +148,12 @@ Registrar reg("sft", "supervised fine-tuning on expert tool-use demonstrations",
                  "generated demos: the chat template lists the calculator's schema (RL prompts must match: "
                  "rollout.env_kwargs.tools_in_prompt)")
       ->capture_default_str();
+  app.add_option("--demo-style", a->demo_style,
+                 "generated demos: single (one calculator call) or per_step (one call per operation)")
+      ->capture_default_str();
+  app.add_option("--demo-contexts", a->demo_contexts,
+                 "built-in only: JSON list of context policies the demos are replayed under, round-robin "
+                 "(e.g. '[\"append_only\", {\"type\": \"sliding_window\", \"keep_last\": 2}]')");
   app.add_option("--vocab-size", a->vocab_size, "built-in only: BPE vocabulary size")->capture_default_str();
   app.add_option("--digits-per-token", a->digits_per_token,
                  "built-in only: 1 = one digit per token (Qwen), 3 = numbers in chunks of up to 3 digits")

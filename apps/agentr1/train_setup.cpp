@@ -18,10 +18,11 @@ namespace {
 // defaults < the task family's recipe defaults < recipe (a YAML tree; {} = none) <
 // --config file < overrides.
 json layered_tree(const std::string& config_file, const std::vector<std::string>& family_defaults,
-                  const json& recipe, const std::vector<std::string>& overrides) {
+                  const json& recipe, const RecipeLayer& layer, const std::vector<std::string>& overrides) {
   json tree = train::default_train_tree();
   for (const auto& o : family_defaults) with_context("recipe default of data.task", [&] { apply_override(tree, o); });
-  merge_json(tree, recipe);  // unknown keys are reported when the tree is bound
+  merge_json(tree, recipe);       // unknown keys are reported when the tree is bound
+  merge_json(tree, layer.tree);
   if (!config_file.empty()) {
     json file = with_context("--config " + config_file, [&] { return load_yaml_file(config_file); });
     // Unknown keys of the file are reported like overrides (when the tree is bound).
@@ -36,8 +37,9 @@ json layered_tree(const std::string& config_file, const std::vector<std::string>
 // skipped (the real layering reports them), so that one that only works with the
 // recipe's keys in place (e.g. rollout.env_kwargs.tools_in_prompt=true) is not rejected
 // before the recipe is layered in.
-json preliminary_tree(const std::string& config_file, const std::vector<std::string>& overrides) {
-  json tree = layered_tree(config_file, {}, json::object(), {});
+json preliminary_tree(const std::string& config_file, const RecipeLayer& layer,
+                      const std::vector<std::string>& overrides) {
+  json tree = layered_tree(config_file, {}, json::object(), layer, {});
   for (const auto& o : overrides) {
     try {
       apply_override(tree, o);
@@ -84,7 +86,7 @@ std::string builtin_chat_template_file(const std::string& chat_template_file) {
 }
 
 TrainTree resolve_train_tree_unhinted(const std::string& config_file, const std::vector<std::string>& overrides,
-                                      const std::string& chat_template_file);
+                                      const std::string& chat_template_file, const RecipeLayer& layer);
 
 // Keys of earlier versions that moved into data.task_kwargs: an error about one of them
 // gets a HINT saying where it went.
@@ -99,33 +101,37 @@ TrainTree resolve_train_tree_unhinted(const std::string& config_file, const std:
 }
 
 TrainTree resolve_train_tree(const std::string& config_file, const std::vector<std::string>& overrides,
-                             const std::string& chat_template_file) {
+                             const std::string& chat_template_file, const RecipeLayer& layer) {
   try {
-    return resolve_train_tree_unhinted(config_file, overrides, chat_template_file);
+    return resolve_train_tree_unhinted(config_file, overrides, chat_template_file, layer);
   } catch (const Error& e) {
     rethrow_with_moved_key_hint(e);
   }
 }
 
 TrainTree resolve_train_tree_unhinted(const std::string& config_file, const std::vector<std::string>& overrides,
-                                      const std::string& chat_template_file) {
+                                      const std::string& chat_template_file, const RecipeLayer& layer) {
   TrainTree t;
   json recipe = json::object();
   std::string recipe_file;
-  const json first = preliminary_tree(config_file, overrides);
+  const json first = preliminary_tree(config_file, layer, overrides);
   const std::vector<std::string> family_defaults = family_recipe_defaults(first);
   if (model_path_unset(first)) {
     recipe_file = data_file("configs/builtin.yaml");
     recipe = with_context("built-in recipe", [&] { return load_yaml_file(recipe_file); });
     t.builtin_model = true;
   }
-  t.tree = layered_tree(config_file, family_defaults, recipe, overrides);
+  t.tree = layered_tree(config_file, family_defaults, recipe, layer, overrides);
   const train::TrainConfig cfg = train::load_train_config(t.tree);  // fail fast, before any build
   set_threads(cfg.trainer.threads);
   if (!t.builtin_model) return t;
   AGENTR1_LOG(INFO) << "built-in default model: recipe settings from " << recipe_file
                     << " (under --config and the overrides)";
   train::DefaultModelOptions dm;
+  with_context(layer.name + ": builtin_model", [&] {
+    dm.apply_json(layer.builtin_model);
+    return 0;
+  });
   dm.chat_template_file = builtin_chat_template_file(chat_template_file);
   const std::string path = train::ensure_default_model(dm);
   warn_on_prompt_format_mismatch(t.tree, path);

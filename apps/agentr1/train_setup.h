@@ -5,7 +5,8 @@
 //
 // Layers, later wins: defaults < the task family's recipe_defaults() (data.task) <
 // configs/builtin.yaml from the data dir (only when model.path is unset: the built-in
-// model's prompt format and RL recipe) < the YAML file < the dotted overrides.
+// model's prompt format and RL recipe) < a command's RecipeLayer tree (if any) < the
+// YAML file < the dotted overrides.
 #pragma once
 
 #include <string>
@@ -14,6 +15,16 @@
 #include "agentr1/core/json.h"
 
 namespace agentr1::cli {
+
+// A recipe layered by a command on top of the built-in one (e.g. `compare --contexts`
+// with configs/contexts.yaml): a config tree placed after configs/builtin.yaml and under
+// --config and the overrides, and the built-in model's options when model.path is
+// unset (train::DefaultModelOptions::apply_json keys; {} = the default model).
+struct RecipeLayer {
+  std::string name;                        // for error messages, e.g. the file's path
+  json tree = json::object();
+  json builtin_model = json::object();
+};
 
 struct TrainTree {
   json tree;
@@ -29,7 +40,7 @@ struct TrainTree {
 // data.task_kwargs.use_system_prompt or rollout.env_kwargs.tools_in_prompt differs from
 // the built model's recipe.json.
 TrainTree resolve_train_tree(const std::string& config_file, const std::vector<std::string>& overrides,
-                             const std::string& chat_template_file);
+                             const std::string& chat_template_file, const RecipeLayer& layer = {});
 
 // The chat template the built-in default model is built with: chat_template_file if
 // non-empty, else the data dir's qwen3_tokenizer_config.json (which need not exist until

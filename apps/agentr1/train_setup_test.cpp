@@ -42,5 +42,30 @@ TEST(TrainSetupTest, TaskFamilyRecipeDefaultsApplyUnderTheUsersSettings) {
   }
 }
 
+// A command's recipe layer (compare --contexts) sits over the defaults and the family's
+// recipe defaults, which it may select (data.task_kwargs), and under the user's
+// overrides.
+TEST(TrainSetupTest, RecipeLayerSitsBetweenTheFamilyDefaultsAndTheUser) {
+  RecipeLayer layer;
+  layer.name = "test layer";
+  layer.tree = {{"data", {{"task_kwargs", {{"max_level", 4}, {"demo_style", "per_step"}}}}},
+                {"trainer", {{"total_steps", 11}, {"test_freq", 3}}}};
+  const TrainTree t = resolve_train_tree("", {"model.path=/nonexistent/model", "trainer.test_freq=5"}, "", layer);
+  EXPECT_EQ(t.tree["trainer"]["total_steps"], 11);  // the layer over the defaults
+  EXPECT_EQ(t.tree["trainer"]["test_freq"], 5);     // the user's override over the layer
+  // The layer chose the per-step variant, whose family default gives 4 + 1 turns.
+  EXPECT_EQ(t.tree["rollout"]["max_steps"], 5);
+  const TrainTree plain = resolve_train_tree("", {"model.path=/nonexistent/model"}, "");
+  EXPECT_EQ(plain.tree["rollout"]["max_steps"], 4);
+  // A bad key of the layer is reported like any config key.
+  layer.tree = {{"trainer", {{"total_stepz", 1}}}};
+  try {
+    resolve_train_tree("", {"model.path=/nonexistent/model"}, "", layer);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("total_stepz"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace agentr1::cli

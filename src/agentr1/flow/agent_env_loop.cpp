@@ -1,5 +1,7 @@
 #include "agentr1/flow/agent_env_loop.h"
 
+#include <set>
+
 #include "agentr1/core/error.h"
 #include "agentr1/env/agent_env.h"
 #include "agentr1/flow/trajectory_builder.h"
@@ -42,6 +44,32 @@ Trajectory AgentEnvLoop::run(const Sample& sample, const FlowContext& ctx, const
     obs = std::move(r.observation);
   }
   return b.finish(sample);
+}
+
+void check_env_setup(const std::vector<Sample>& samples, const FlowContext& ctx, const FlowOptions& opts,
+                     const std::string& what) {
+  text::RenderOptions ro;
+  ro.enable_thinking = opts.enable_thinking;
+  env::EnvContext ectx;
+  ectx.tokenizer = ctx.tokenizer;
+  ectx.chat_template = ctx.chat_template;
+  ectx.pool = ctx.tool_pool;
+  ectx.render_options = &ro;
+  ectx.generator = ctx.generator;
+  ectx.sampling = opts.sampling;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const Sample& s = samples[i];
+    const std::string agent = s.agent_name.empty() ? opts.default_agent : s.agent_name;
+    if (has_flow(agent)) continue;
+    const std::string where = what + " sample " + std::to_string(i);
+    const json kwargs = with_context(where, [&] { return merge_env_kwargs(opts.env_kwargs, s.env_kwargs); });
+    if (!seen.insert(agent + "\n" + kwargs.dump()).second) continue;
+    with_context(where + ": env '" + agent + "' (rollout.env_kwargs merged with the row's env_kwargs)", [&] {
+      make_flow_for(s, opts);  // an unknown agent lists the known flows and envs
+      return env::make_env(agent, ectx, kwargs);
+    });
+  }
 }
 
 }  // namespace agentr1::flow

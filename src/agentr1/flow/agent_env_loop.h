@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "agentr1/flow/agent_flow.h"
 
@@ -29,5 +30,14 @@ class AgentEnvLoop : public AgentFlow {
  private:
   std::string env_name_;
 };
+
+// Start-up check of a data set: for every distinct (env, merged env kwargs) among the
+// samples that an env loop runs (make_flow_for's rule; registered flows are skipped), the
+// env is constructed as a run would construct it (options, tools, context policy), without
+// running it. `what` names the data set in errors, e.g. "data.train". Throws Error with
+// the first failing sample's index, the env and the env's own message (the key and the
+// rule), so a bad rollout.env_kwargs or dataset row fails before the first rollout.
+void check_env_setup(const std::vector<Sample>& samples, const FlowContext& ctx, const FlowOptions& opts,
+                     const std::string& what);
 
 }  // namespace agentr1::flow

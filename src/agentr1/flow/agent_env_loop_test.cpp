@@ -317,3 +317,56 @@ TEST_F(LoopTest, BuiltinCalculatorAndReward) {
 
 }  // namespace
 }  // namespace agentr1::flow
+
+namespace agentr1::flow {
+namespace {
+
+// Start-up check: a bad context option (or tool, or agent) in the defaults or in one
+// row fails before any rollout, naming the data set, the row, the key and the rule.
+TEST_F(LoopTest, EnvSetupIsCheckedBeforeTheFirstRollout) {
+  ScriptedGenerator gen(ScriptedGenerator::queue({}));
+  FlowContext ctx = make_context(&gen);
+  std::vector<Sample> rows = {make_sample("a", "1"), make_sample("b", "2"), make_sample("c", "3")};
+  FlowOptions o = opts();
+  o.env_kwargs["context"] = {{"type", "sliding_window"}, {"keep_last", 2}};
+  EXPECT_NO_THROW(check_env_setup(rows, ctx, o, "the training set"));
+  EXPECT_TRUE(gen.requests().empty()) << "nothing is generated";
+
+  auto error_of = [&](const FlowOptions& fo) {
+    try {
+      check_env_setup(rows, ctx, fo, "the training set");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  FlowOptions bad = o;
+  bad.env_kwargs["context"] = {{"type", "sliding_window"}, {"keep_last", 0}};
+  std::string e = error_of(bad);
+  EXPECT_NE(e.find("the training set sample 0"), std::string::npos) << e;
+  EXPECT_NE(e.find("'keep_last'"), std::string::npos) << e;
+  EXPECT_NE(e.find(">= 1"), std::string::npos) << e;
+  bad.env_kwargs["context"] = {{"type", "sliding_window"}, {"keep_lats", 2}};
+  e = error_of(bad);
+  EXPECT_NE(e.find("keep_lats"), std::string::npos) << e;
+  bad.env_kwargs["context"] = "sliding";
+  e = error_of(bad);
+  EXPECT_NE(e.find("sliding_window"), std::string::npos) << "unknown names list the known: " << e;
+
+  // One bad row among good ones is named by its index.
+  rows[2].env_kwargs = {{"context", {{"type", "token_budget"}, {"max_prompt_tokens", -5}}}};
+  e = error_of(o);
+  EXPECT_NE(e.find("sample 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("max_prompt_tokens"), std::string::npos) << e;
+  rows[2].env_kwargs = {{"tools", {"nope"}}};
+  e = error_of(o);
+  EXPECT_NE(e.find("sample 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("nope"), std::string::npos) << e;
+  rows[2].env_kwargs = json::object();
+  rows[2].agent_name = "robot";
+  e = error_of(o);
+  EXPECT_NE(e.find("unknown agent 'robot'"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace agentr1::flow

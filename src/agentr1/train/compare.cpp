@@ -10,6 +10,7 @@
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
+#include "agentr1/train/default_recipe.h"
 #include "agentr1/train/rl_trainer.h"
 #include "agentr1/train/run_dir.h"
 #include "agentr1/train/train_config.h"
@@ -106,6 +107,76 @@ CompareRecipe parse_compare_recipe(const json& recipe) {
   return r;
 }
 
+ContextRecipe parse_context_recipe(const json& recipe) {
+  const char* keys = "builtin_model, config, contexts, default_contexts";
+  AGENTR1_CHECK(recipe.is_object(), "context recipe must be a map with keys " << keys << ", got "
+                                                                              << describe_value(recipe));
+  for (auto it = recipe.begin(); it != recipe.end(); ++it)
+    AGENTR1_CHECK(it.key() == "builtin_model" || it.key() == "config" || it.key() == "contexts" ||
+                      it.key() == "default_contexts",
+                  "context recipe: unknown key '" << it.key() << "'; known: " << keys);
+  ContextRecipe r;
+  for (const char* k : {"builtin_model", "config"}) {
+    if (!recipe.contains(k) || recipe[k].is_null()) continue;
+    AGENTR1_CHECK(recipe[k].is_object(), "context recipe: '" << k << "' must be a map, got " << describe_value(recipe[k]));
+    (std::string(k) == "config" ? r.config : r.builtin_model) = recipe[k];
+  }
+  with_context("context recipe: builtin_model", [&] {
+    DefaultModelOptions probe;
+    probe.apply_json(r.builtin_model);
+    return 0;
+  });
+  AGENTR1_CHECK(recipe.contains("contexts"), "context recipe: missing 'contexts' (name -> config overrides)");
+  r.contexts = with_context("context recipe: contexts", [&] { return parse_method_table(recipe["contexts"]); });
+  const json& d = recipe.contains("default_contexts") ? recipe["default_contexts"] : json();
+  AGENTR1_CHECK(d.is_array() && !d.empty(),
+                "context recipe: default_contexts must be a non-empty list of context names, got " << describe_value(d));
+  for (const json& m : d) {
+    AGENTR1_CHECK(m.is_string(), "context recipe: default_contexts must list names (strings), got " << describe_value(m));
+    with_context("context recipe: default_contexts", [&] { return method_overrides(r.contexts, m.get<std::string>()); });
+    r.default_contexts.push_back(m.get<std::string>());
+  }
+  return r;
+}
+
+const std::vector<std::string> kRunMeanKeys = {"env/prompt_tokens_mean/mean",     "env/prompt_tokens_max/mean",
+                                               "batch/row_tokens_per_trajectory", "env/context_omitted_turns/mean",
+                                               "env/summary_steps/mean",          "env/context_overflow/mean",
+                                               "env/num_turns/mean",              "env/response_length/mean"};
+
+std::map<std::string, double> read_run_means(const std::string& metrics_path, const std::vector<std::string>& keys) {
+  std::ifstream f(metrics_path);
+  AGENTR1_CHECK(f.good(), "cannot read '" << metrics_path << "'");
+  std::map<int64_t, json> by_step;  // a resumed run may log a step twice: keep the last
+  std::string line;
+  while (std::getline(f, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+    if (std::isnan(metric(j, "critic/score/mean"))) continue;  // a validation-only line
+    const int64_t step = j["step"].get<int64_t>();
+    by_step[step] = std::move(j);
+  }
+  std::map<std::string, double> out;
+  for (const auto& k : keys) {
+    double sum = 0;
+    int64_t n = 0;
+    for (const auto& [step, j] : by_step) {
+      const double v = metric(j, k);
+      if (std::isnan(v)) continue;
+      sum += v;
+      ++n;
+    }
+    out[k] = n > 0 ? sum / static_cast<double>(n) : NAN;
+  }
+  return out;
+}
+
+double success_stderr(double p, int64_t n) {
+  if (n <= 0) return 0;
+  const double q = std::clamp(p, 0.0, 1.0);
+  return std::sqrt(q * (1 - q) / static_cast<double>(n));
+}
+
 std::vector<std::string> known_methods(const MethodTable& table) {
   std::vector<std::string> out;
   for (const auto& m : table) out.push_back(m.first);
@@ -156,6 +227,7 @@ CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) 
   }
   CompareResult res;
   res.out_dir = opts.out_dir;
+  res.kind = opts.kind;
   make_dirs(opts.out_dir);
   for (size_t i = 0; i < opts.methods.size(); ++i) {
     const std::string& method = opts.methods[i];
@@ -178,6 +250,7 @@ CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) 
     m.wall_s = s.wall_s;
     m.curve = read_validation_curve(s.run_dir + "/metrics.jsonl");
     m.train_reward_last = last_train_reward(s.run_dir + "/metrics.jsonl", 5);
+    m.run_means = read_run_means(s.run_dir + "/metrics.jsonl", kRunMeanKeys);
     if (i == 0) res.baseline = s.baseline;
     res.baseline_spread =
         std::max(res.baseline_spread, std::abs(s.baseline.greedy_success - res.baseline.greedy_success));
@@ -189,12 +262,17 @@ CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) 
   json j;
   j["baseline"] = res.baseline.to_json();
   j["baseline_spread"] = res.baseline_spread;
+  j["baseline"]["greedy_success_stderr"] = success_stderr(res.baseline.greedy_success, res.baseline.num_prompts);
+  j["kind"] = res.kind == CompareKind::kContexts ? "contexts" : "methods";
   j["methods"] = json::array();
   for (const auto& m : res.methods) {
     json e;
     e["method"] = m.method;
     e["run_dir"] = m.run_dir;
     e["final"] = m.final_eval.to_json();
+    e["final"]["greedy_success_stderr"] = success_stderr(m.final_eval.greedy_success, m.final_eval.num_prompts);
+    e["run_means"] = json::object();
+    for (const auto& [k, v] : m.run_means) e["run_means"][k] = std::isnan(v) ? json(nullptr) : json(v);
     e["train_reward_last5"] = std::isnan(m.train_reward_last) ? json(nullptr) : json(m.train_reward_last);
     e["wall_s"] = m.wall_s;
     e["curve"] = json::array();
@@ -205,25 +283,76 @@ CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) 
   return res;
 }
 
-std::string format_comparison(const CompareResult& r) {
+namespace {
+
+// "0.578 ± 0.044": a success rate and its standard error.
+std::string with_stderr(double p, int64_t n) { return fmt(p) + " ± " + fmt(success_stderr(p, n)); }
+
+double run_mean(const MethodResult& m, const std::string& key) {
+  auto it = m.run_means.find(key);
+  return it == m.run_means.end() ? NAN : it->second;
+}
+
+std::string format_methods(const CompareResult& r) {
   std::ostringstream o;
   const auto& b = r.baseline;
   const std::string k = std::to_string(b.k);
-  o << "| method | greedy acc | gain | mean@" << k << " | val reward | train reward (last 5) | response tokens | turns | "
-    << "tool calls | wall s |\n";
+  o << "| method | greedy acc ± s.e. | gain | mean@" << k << " | val reward | train reward (last 5) | response tokens | "
+    << "turns | tool calls | wall s |\n";
   o << "|---|---|---|---|---|---|---|---|---|---|\n";
-  o << "| training-free baseline | " << fmt(b.greedy_success) << " | - | " << (b.k > 0 ? fmt(b.mean_at_k) : "-")
-    << " | " << fmt(b.greedy_reward) << " | - | " << fmt(b.mean_response_length, 1) << " | " << fmt(b.mean_turns, 2)
-    << " | " << fmt(b.mean_tool_calls, 2) << " | - |\n";
+  o << "| training-free baseline | " << with_stderr(b.greedy_success, b.num_prompts) << " | - | "
+    << (b.k > 0 ? fmt(b.mean_at_k) : "-") << " | " << fmt(b.greedy_reward) << " | - | "
+    << fmt(b.mean_response_length, 1) << " | " << fmt(b.mean_turns, 2) << " | " << fmt(b.mean_tool_calls, 2)
+    << " | - |\n";
   for (const auto& m : r.methods) {
     const auto& f = m.final_eval;
     const double gain = f.greedy_success - b.greedy_success;
-    o << "| " << m.method << " | " << fmt(f.greedy_success) << " | " << (gain >= 0 ? "+" : "") << fmt(gain) << " | "
-      << (f.k > 0 ? fmt(f.mean_at_k) : "-") << " | " << fmt(f.greedy_reward) << " | " << fmt(m.train_reward_last)
-      << " | " << fmt(f.mean_response_length, 1) << " | " << fmt(f.mean_turns, 2) << " | "
-      << fmt(f.mean_tool_calls, 2) << " | " << fmt(m.wall_s, 0) << " |\n";
+    o << "| " << m.method << " | " << with_stderr(f.greedy_success, f.num_prompts) << " | " << (gain >= 0 ? "+" : "")
+      << fmt(gain) << " | " << (f.k > 0 ? fmt(f.mean_at_k) : "-") << " | " << fmt(f.greedy_reward) << " | "
+      << fmt(m.train_reward_last) << " | " << fmt(f.mean_response_length, 1) << " | " << fmt(f.mean_turns, 2)
+      << " | " << fmt(f.mean_tool_calls, 2) << " | " << fmt(m.wall_s, 0) << " |\n";
   }
-  o << "\n" << b.num_prompts << " held-out prompts; greedy acc = greedy success rate; gain = over the baseline";
+  return o.str();
+}
+
+// Each context run's own step-0 validation is its baseline (the policies show the same
+// model different prompts, so the training-free accuracy differs per context).
+std::string format_contexts(const CompareResult& r) {
+  std::ostringstream o;
+  o << "| context | greedy acc ± s.e. (step 0) | greedy acc ± s.e. (final) | gain | val reward | "
+    << "prompt tokens/step (mean / max) | response tokens | turns | learner tokens/trajectory | "
+    << "turns left out | summaries | context overflows | wall s |\n";
+  o << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& m : r.methods) {
+    const auto& f = m.final_eval;
+    const double gain = f.greedy_success - m.baseline.greedy_success;
+    o << "| " << m.method << " | " << with_stderr(m.baseline.greedy_success, m.baseline.num_prompts) << " | "
+      << with_stderr(f.greedy_success, f.num_prompts) << " | " << (gain >= 0 ? "+" : "") << fmt(gain) << " | "
+      << fmt(f.greedy_reward) << " | " << fmt(run_mean(m, "env/prompt_tokens_mean/mean"), 1) << " / "
+      << fmt(run_mean(m, "env/prompt_tokens_max/mean"), 1) << " | " << fmt(f.mean_response_length, 1) << " | "
+      << fmt(f.mean_turns, 2) << " | " << fmt(run_mean(m, "batch/row_tokens_per_trajectory"), 1) << " | "
+      << fmt(run_mean(m, "env/context_omitted_turns/mean"), 2) << " | " << fmt(run_mean(m, "env/summary_steps/mean"), 2)
+      << " | " << fmt(run_mean(m, "env/context_overflow/mean"), 3) << " | " << fmt(m.wall_s, 0) << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace
+
+std::string format_comparison(const CompareResult& r) {
+  std::ostringstream o;
+  const auto& b = r.baseline;
+  if (r.kind == CompareKind::kContexts) {
+    o << format_contexts(r);
+    o << "\n" << b.num_prompts << " held-out prompts; greedy acc = greedy success rate (s.e. = standard error over "
+      << "the prompts); gain = final minus the run's step-0 accuracy; prompt tokens, learner tokens (rows the learner "
+      << "forwards), turns left out, summaries and overflows are means per trajectory over all training steps; "
+      << "response tokens and turns are per greedy validation episode.\n";
+    return o.str();
+  }
+  o << format_methods(r);
+  o << "\n" << b.num_prompts << " held-out prompts; greedy acc = greedy success rate (s.e. = its standard error over "
+    << "the prompts); gain = over the baseline";
   if (r.baseline_spread > 0) o << " (the runs' step-0 validations differed by up to " << fmt(r.baseline_spread) << ")";
   o << ".\n";
   return o.str();

@@ -20,6 +20,7 @@
 // which should be 0).
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,10 +53,36 @@ struct CompareRecipe {
 };
 CompareRecipe parse_compare_recipe(const json& recipe);
 
+// The context-strategy experiment (configs/contexts.yaml): the same model trained with
+// each context policy under the same budget and seeds.
+//   builtin_model: {demo_style: per_step, ...}    DefaultModelOptions::apply_json keys
+//   config: {data: {...}, rollout: {...}, ...}    a config tree every run shares
+//   default_contexts: [append_only, sliding_window, summarize]
+//   contexts: {append_only: ["++rollout.env_kwargs.context=append_only"], ...}
+// Rules: keys are exactly those four (builtin_model and config optional maps); contexts
+// is a method table (parse_method_table rules); default_contexts a non-empty list of
+// names in it. builtin_model is checked with DefaultModelOptions::apply_json. Throws
+// Error naming the key and the rule.
+struct ContextRecipe {
+  json builtin_model = json::object();
+  json config = json::object();
+  MethodTable contexts;
+  std::vector<std::string> default_contexts;
+};
+ContextRecipe parse_context_recipe(const json& recipe);
+
+// What the runs differ in, which decides the table's columns (format_comparison).
+enum class CompareKind {
+  kMethods,   // RL algorithms: train reward, tool calls
+  kContexts,  // context policies: prompt tokens per step, learner tokens per trajectory,
+              // turns left out, summaries, context overflows
+};
+
 struct CompareOptions {
   MethodTable method_table;          // the known methods (required; e.g. configs/compare.yaml)
   std::vector<std::string> methods;  // names from method_table, run in this order (required)
   std::string out_dir = "runs/compare";  // out_dir/<method>/ per run, plus the table files
+  CompareKind kind = CompareKind::kMethods;
 };
 
 // The config overrides that make `method` out of the shared tree. Throws Error
@@ -75,15 +102,31 @@ struct MethodResult {
   EvalResult baseline;                            // the run's step-0 validation
   EvalResult final_eval;                          // after the last step
   double train_reward_last = 0;                   // mean critic/score/mean over the last 5 steps
+  // Means over all training steps of the context metrics (kRunMeanKeys; NaN when a run
+  // never logged one): prompt tokens per step (mean, max), learner tokens per
+  // trajectory, turns left out, summary calls, context overflows, turns.
+  std::map<std::string, double> run_means;
   double wall_s = 0;                              // whole run (validations included)
   std::vector<std::pair<int64_t, double>> curve;  // (step, greedy success) at each validation
 };
+
+// The metrics.jsonl keys averaged into MethodResult::run_means.
+extern const std::vector<std::string> kRunMeanKeys;
+
+// Means over the training-step lines (those with critic/score/mean) of `keys` in a run's
+// metrics.jsonl; NaN for a key no line has. Throws Error if the file cannot be read.
+std::map<std::string, double> read_run_means(const std::string& metrics_path, const std::vector<std::string>& keys);
+
+// Standard error of a success rate p over n independent episodes: sqrt(p (1 - p) / n)
+// (0 when n <= 0).
+double success_stderr(double p, int64_t n);
 
 struct CompareResult {
   EvalResult baseline;                 // training-free baseline (first method's step 0)
   double baseline_spread = 0;          // max |difference| among the runs' step-0 greedy success
   std::vector<MethodResult> methods;
   std::string out_dir;
+  CompareKind kind = CompareKind::kMethods;
 };
 
 // Runs every method in order (trainer.output_dir = out_dir/<method>), then writes
@@ -94,8 +137,12 @@ struct CompareResult {
 // give an invalid config throws Error naming the method.
 CompareResult run_comparison(const json& base_tree, const CompareOptions& opts);
 
-// Markdown table: method, greedy accuracy, gain over the baseline, mean@k, mean
-// reward (validation, greedy), train reward, response length, turns, wall time.
+// Markdown table. kMethods: method, greedy accuracy +- its standard error, gain over the
+// baseline, mean@k, mean reward (validation, greedy), train reward, response length,
+// turns, tool calls, wall time. kContexts: context, greedy accuracy +- standard error,
+// gain, validation reward, prompt tokens per step (mean / max, training), response
+// tokens, turns (validation, greedy), learner tokens per trajectory, turns left out and
+// summary calls per trajectory, context overflows, wall time.
 std::string format_comparison(const CompareResult& r);
 
 // Reads (step, val/success/greedy) pairs from a run's metrics.jsonl.

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -15,6 +19,7 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/text/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
+#include "agentr1/train/default_recipe.h"
 #include "agentr1/train/run_dir.h"
 #include "agentr1/train/train_config.h"
 #include "agentr1/train/train_test_util.h"
@@ -104,6 +109,139 @@ TEST(CompareRecipeTest, RecipeErrorsNameTheKey) {
       error_of([] { parse_compare_recipe(yaml_to_json("methods: {grpo: 3}\ndefault_methods: [grpo]")); });
   EXPECT_NE(bad_table.find("comparison recipe: methods: comparison method 'grpo' must be a list"), std::string::npos)
       << bad_table;
+}
+
+// ---------------------------------------------------------------- the context experiment
+
+ContextRecipe shipped_context_recipe() {
+  return parse_context_recipe(load_yaml_file(std::string(AGENTR1_SOURCE_DIR) + "/configs/contexts.yaml"));
+}
+
+TEST(ContextRecipeTest, ShippedRecipeRunsThePapersThreeContextsOnTheMultiStepVariant) {
+  const ContextRecipe r = shipped_context_recipe();
+  EXPECT_EQ(r.default_contexts, (std::vector<std::string>{"append_only", "sliding_window", "summarize"}));
+  EXPECT_EQ(r.builtin_model.at("demo_style"), "per_step");
+  EXPECT_EQ(r.config.at("data").at("task_kwargs").at("demo_style"), "per_step");
+  EXPECT_GE(r.config.at("data").at("task_kwargs").at("min_level").get<int>(), 4) << "four or more dependent calls";
+  // Every context makes a valid config over the defaults and the shared config, and sets
+  // the policy its name says.
+  for (const auto& [name, overrides] : r.contexts) {
+    json tree = default_train_tree();
+    merge_json(tree, r.config);
+    for (const auto& o : overrides) apply_override(tree, o);
+    EXPECT_NO_THROW(load_train_config(tree)) << name;
+    const json& ctx = tree.at("rollout").at("env_kwargs").at("context");
+    const std::string type = ctx.is_string() ? ctx.get<std::string>() : ctx.at("type").get<std::string>();
+    EXPECT_EQ(name.rfind(type, 0), 0u) << name << " sets " << ctx.dump();
+  }
+  const std::vector<std::string> trained = method_overrides(r.contexts, "summarize_trained");
+  ASSERT_EQ(trained.size(), 1u);
+  EXPECT_NE(trained[0].find("train_summary: true"), std::string::npos) << trained[0];
+}
+
+TEST(ContextRecipeTest, ErrorsNameTheKeyAndTheRule) {
+  const json ok = {{"contexts", {{"a", json::array({"++rollout.env_kwargs.context=append_only"})}}},
+                   {"default_contexts", json::array({"a"})}};
+  EXPECT_NO_THROW(parse_context_recipe(ok));
+  json bad = ok;
+  bad["context"] = 1;
+  EXPECT_NE(error_of([&] { parse_context_recipe(bad); }).find("unknown key 'context'; known: builtin_model"),
+            std::string::npos);
+  bad = ok;
+  bad["default_contexts"] = json::array({"b"});
+  const std::string e = error_of([&] { parse_context_recipe(bad); });
+  EXPECT_NE(e.find("unknown comparison method 'b'; known: a"), std::string::npos) << e;
+  bad = ok;
+  bad["builtin_model"] = {{"demo_styl", "per_step"}};
+  const std::string bm = error_of([&] { parse_context_recipe(bad); });
+  EXPECT_NE(bm.find("builtin_model"), std::string::npos) << bm;
+  EXPECT_NE(bm.find("unknown built-in model option 'demo_styl'; known: dir"), std::string::npos) << bm;
+  bad["builtin_model"] = {{"demo_style", "chained"}};
+  EXPECT_NE(error_of([&] { parse_context_recipe(bad); }).find("\"single\" or \"per_step\", got \"chained\""),
+            std::string::npos);
+  bad["builtin_model"] = {{"demos", 0}};
+  EXPECT_NE(error_of([&] { parse_context_recipe(bad); }).find("'demos' must be a positive integer, got 0"),
+            std::string::npos);
+  bad["builtin_model"] = {{"demo_contexts", json::array({3})}};
+  EXPECT_NE(error_of([&] { parse_context_recipe(bad); }).find("demo_contexts"), std::string::npos);
+  bad["builtin_model"] = {{"min_level", 3}, {"max_level", 2}};
+  EXPECT_NE(error_of([&] { parse_context_recipe(bad); }).find("min_level must be <= max_level"), std::string::npos);
+  bad = ok;
+  bad["config"] = json::array();
+  EXPECT_NE(error_of([&] { parse_context_recipe(bad); }).find("'config' must be a map"), std::string::npos);
+}
+
+// The recipe of a model directory changes only where the options do: the default model's
+// recipe.json has no demo_style or demo_contexts (built before they existed, still reused).
+TEST(DefaultModelOptionsTest, ApplyJsonSetsTheKeysAndTheRecipeRecordsThem) {
+  DefaultModelOptions d;
+  const json before = d.to_json();
+  EXPECT_FALSE(before.contains("demo_style"));
+  EXPECT_FALSE(before.contains("demo_contexts"));
+  d.apply_json({{"dir", "x/y"}, {"demo_style", "per_step"}, {"min_level", 4}, {"max_level", 4}, {"demos", 32},
+                {"demo_contexts", json::array({"append_only"})}, {"sft_epochs", 2}, {"sft_lr", 0.001}});
+  EXPECT_EQ(d.dir, "x/y");
+  EXPECT_EQ(d.demos, 32);
+  EXPECT_EQ(d.sft.epochs, 2);
+  EXPECT_DOUBLE_EQ(d.sft.optim.lr, 0.001);
+  const json after = d.to_json();
+  EXPECT_EQ(after.at("demo_style"), "per_step");
+  EXPECT_EQ(after.at("demo_contexts"), json::array({"append_only"}));
+  EXPECT_EQ(after.at("min_level"), 4);
+  EXPECT_EQ(d.task_kwargs().at("demo_style"), "per_step");
+}
+
+TEST(CompareStatsTest, StandardErrorOfASuccessRate) {
+  // sqrt(p (1 - p) / n) by hand: p = 0.5, n = 100 -> 0.05; p = 0.9, n = 400 -> 0.015.
+  EXPECT_NEAR(success_stderr(0.5, 100), 0.05, 1e-12);
+  EXPECT_NEAR(success_stderr(0.9, 400), 0.015, 1e-12);
+  EXPECT_EQ(success_stderr(1.0, 128), 0.0);
+  EXPECT_EQ(success_stderr(0.5, 0), 0.0);
+}
+
+TEST(CompareStatsTest, RunMeansAverageTrainingStepsOnlyAndKeepTheLastOfARepeatedStep) {
+  const std::string dir = (fs::temp_directory_path() / ("agentr1_runmeans_" + std::to_string(::getpid()))).string();
+  fs::create_directories(dir);
+  const std::string path = dir + "/metrics.jsonl";
+  {
+    std::ofstream f(path);
+    f << R"({"step":0,"val/success/greedy":0.5,"env/prompt_tokens_mean/mean":999})" << "\n";  // validation line
+    f << R"({"step":1,"critic/score/mean":0.1,"env/prompt_tokens_mean/mean":100,"env/summary_steps/mean":1})" << "\n";
+    f << R"({"step":2,"critic/score/mean":0.2,"env/prompt_tokens_mean/mean":500})" << "\n";
+    f << "not json\n";
+    f << R"({"step":2,"critic/score/mean":0.2,"env/prompt_tokens_mean/mean":300})" << "\n";  // resumed: wins
+  }
+  const auto m = read_run_means(path, {"env/prompt_tokens_mean/mean", "env/summary_steps/mean", "missing"});
+  EXPECT_DOUBLE_EQ(m.at("env/prompt_tokens_mean/mean"), 200.0);  // (100 + 300) / 2
+  EXPECT_DOUBLE_EQ(m.at("env/summary_steps/mean"), 1.0);         // only step 1 has it
+  EXPECT_TRUE(std::isnan(m.at("missing")));
+  EXPECT_THROW(read_run_means(dir + "/nope.jsonl", {"x"}), Error);
+  fs::remove_all(dir);
+}
+
+TEST(CompareStatsTest, ContextTableShowsEachRunsBaselineAndContextColumns) {
+  CompareResult r;
+  r.kind = CompareKind::kContexts;
+  r.baseline.num_prompts = 100;
+  r.baseline.greedy_success = 0.5;
+  MethodResult m;
+  m.method = "sliding_window";
+  m.baseline.num_prompts = 100;
+  m.baseline.greedy_success = 0.5;
+  m.final_eval.num_prompts = 100;
+  m.final_eval.greedy_success = 0.9;
+  m.run_means = {{"env/prompt_tokens_mean/mean", 150.25},     {"env/prompt_tokens_max/mean", 180.0},
+                 {"batch/row_tokens_per_trajectory", 777.0},  {"env/context_omitted_turns/mean", 1.5},
+                 {"env/summary_steps/mean", 0.0},             {"env/context_overflow/mean", 0.125}};
+  r.methods.push_back(m);
+  const std::string t = format_comparison(r);
+  EXPECT_NE(t.find("| context |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| sliding_window | 0.500 ± 0.050 | 0.900 ± 0.030 | +0.400 |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| 150.2 / 180.0 |"), std::string::npos) << t;  // prompt tokens per step
+  EXPECT_NE(t.find("| 777.0 |"), std::string::npos) << t;          // learner tokens per trajectory
+  EXPECT_NE(t.find("| 1.50 | 0.00 | 0.125 |"), std::string::npos) << t;
+  r.kind = CompareKind::kMethods;
+  EXPECT_NE(format_comparison(r).find("| training-free baseline | 0.500 ± 0.050 |"), std::string::npos);
 }
 
 // The comparison runs each method from the same checkpoint and seeds, and writes a

@@ -50,7 +50,107 @@ json DefaultModelOptions::to_json() const {
   j["sft"] = {{"lr", sft.optim.lr}, {"warmup_steps", sft.optim.warmup_steps},
               {"epochs", sft.epochs}, {"batch_size", sft.batch_size}};
   j["recipe_version"] = 2;
+  if (demo_style != "single") j["demo_style"] = demo_style;
+  if (!demo_contexts.empty()) j["demo_contexts"] = demo_contexts;
   return j;
+}
+
+namespace {
+
+constexpr const char* kOptionKeys =
+    "dir, vocab_size, digits_per_token, corpus_problems, hidden_size, num_layers, num_heads, num_kv_heads, "
+    "head_dim, intermediate_size, demos, min_level, max_level, seed, restate_expression, use_system_prompt, "
+    "tools_in_prompt, demo_style, demo_contexts, sft_epochs, sft_lr, sft_batch_size";
+
+int read_positive_int(const std::string& key, const json& v) {
+  AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 1000000000,
+                "built-in model option '" << key << "' must be a positive integer, got " << v.dump());
+  return static_cast<int>(v.get<int64_t>());
+}
+
+bool read_flag(const std::string& key, const json& v) {
+  AGENTR1_CHECK(v.is_boolean(), "built-in model option '" << key << "' must be true or false, got " << v.dump());
+  return v.get<bool>();
+}
+
+}  // namespace
+
+void DefaultModelOptions::apply_json(const json& kw) {
+  if (kw.is_null()) return;
+  AGENTR1_CHECK(kw.is_object(), "built-in model options must be a map (keys: " << kOptionKeys << "), got "
+                                                                               << kw.dump().substr(0, 80));
+  for (auto it = kw.begin(); it != kw.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (k == "dir") {
+      AGENTR1_CHECK(v.is_string() && !v.get<std::string>().empty(),
+                    "built-in model option 'dir' must be a non-empty path, got " << v.dump());
+      dir = v.get<std::string>();
+    } else if (k == "vocab_size") {
+      vocab_size = read_positive_int(k, v);
+    } else if (k == "digits_per_token") {
+      digits_per_token = read_positive_int(k, v);
+      AGENTR1_CHECK(digits_per_token <= 3, "built-in model option 'digits_per_token' must be 1..3, got " << v.dump());
+    } else if (k == "corpus_problems") {
+      corpus_problems = read_positive_int(k, v);
+    } else if (k == "hidden_size") {
+      hidden_size = read_positive_int(k, v);
+    } else if (k == "num_layers") {
+      num_layers = read_positive_int(k, v);
+    } else if (k == "num_heads") {
+      num_heads = read_positive_int(k, v);
+    } else if (k == "num_kv_heads") {
+      num_kv_heads = read_positive_int(k, v);
+    } else if (k == "head_dim") {
+      head_dim = read_positive_int(k, v);
+    } else if (k == "intermediate_size") {
+      intermediate_size = read_positive_int(k, v);
+    } else if (k == "demos") {
+      demos = read_positive_int(k, v);
+    } else if (k == "min_level") {
+      min_level = read_positive_int(k, v);
+    } else if (k == "max_level") {
+      max_level = read_positive_int(k, v);
+    } else if (k == "seed") {
+      AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0,
+                    "built-in model option 'seed' must be an integer >= 0, got " << v.dump());
+      seed = static_cast<int>(v.get<int64_t>());
+    } else if (k == "restate_expression") {
+      restate_expression = read_flag(k, v);
+    } else if (k == "use_system_prompt") {
+      use_system_prompt = read_flag(k, v);
+    } else if (k == "tools_in_prompt") {
+      tools_in_prompt = read_flag(k, v);
+    } else if (k == "demo_style") {
+      AGENTR1_CHECK(v.is_string() && (v == "single" || v == "per_step"),
+                    "built-in model option 'demo_style' must be \"single\" or \"per_step\", got " << v.dump());
+      demo_style = v.get<std::string>();
+    } else if (k == "demo_contexts") {
+      AGENTR1_CHECK(v.is_array(), "built-in model option 'demo_contexts' must be a list of context policies "
+                                  "(names or {\"type\": name, ...}), got " << v.dump().substr(0, 80));
+      for (const auto& c : v)
+        AGENTR1_CHECK(c.is_string() || (c.is_object() && c.contains("type") && c["type"].is_string()),
+                      "built-in model option 'demo_contexts': each entry must be a context policy name or "
+                      "{\"type\": name, ...options}, got " << c.dump().substr(0, 80));
+      demo_contexts = v;
+    } else if (k == "sft_epochs") {
+      sft.epochs = read_positive_int(k, v);
+    } else if (k == "sft_batch_size") {
+      sft.batch_size = read_positive_int(k, v);
+      sft.micro_batch_size = std::min(sft.micro_batch_size, sft.batch_size);
+    } else if (k == "sft_lr") {
+      AGENTR1_CHECK(v.is_number() && v.get<double>() > 0,
+                    "built-in model option 'sft_lr' must be a number > 0, got " << v.dump());
+      sft.optim.lr = v.get<double>();
+    } else {
+      throw Error("unknown built-in model option '" + k + "'; known: " + kOptionKeys);
+    }
+  }
+  with_context("built-in model options", [&] {
+    tasks::register_builtin_tasks();
+    tasks::make_task_family("arithmetic", task_kwargs());  // levels and demo_style checked there
+    return 0;
+  });
 }
 
 std::string read_chat_template_file(const std::string& path) {
@@ -91,7 +191,8 @@ json DefaultModelOptions::task_kwargs() const {
           {"max_level", max_level},
           {"use_system_prompt", use_system_prompt},
           {"tools_in_prompt", tools_in_prompt},
-          {"restate_expression", restate_expression}};
+          {"restate_expression", restate_expression},
+          {"demo_style", demo_style}};
 }
 
 std::string ensure_default_model(const DefaultModelOptions& o) {
@@ -118,6 +219,10 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
                                                    static_cast<uint64_t>(o.seed), tmpl, "<|im_end|>", &corpus);
   corpus.resize(std::min<size_t>(corpus.size(), static_cast<size_t>(o.corpus_problems)));
   demos.resize(static_cast<size_t>(o.demos));
+  if (!o.demo_contexts.empty()) {
+    for (size_t i = 0; i < demos.size(); ++i)
+      demos[i]["sample"]["env_kwargs"]["context"] = o.demo_contexts[i % o.demo_contexts.size()];
+  }
   make_dirs(o.dir);
   // 2. Tokenizer.
   AGENTR1_LOG(INFO) << "built-in default: training a " << o.vocab_size << "-token BPE on "
@@ -153,6 +258,7 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
   fo.enable_thinking = false;
   fo.max_new_tokens = 128;
   fo.max_prompt_tokens = 1024;
+  fo.max_steps = o.max_level + 2;  // per_step: one turn per operation and the answer
   ThreadPool tool_pool(2);
   flow::FlowContext ctx;
   ctx.tokenizer = &tok;

@@ -43,6 +43,14 @@ struct DefaultModelOptions {
   int max_level = 1;                // demonstration problems: most operations
   int seed = 11;                    // data and init seed (problems drawn from the train split)
   bool restate_expression = false;  // demos end "<expr> = <v>\n#### <v>" (true) or "#### <v>"
+  std::string demo_style = "single";  // "single" (one calculator call) or "per_step" (one
+                                      // call per operation: the multi-step variant)
+  // Context policies the demonstrations are replayed under, assigned round-robin
+  // (demonstration i gets env_kwargs.context = demo_contexts[i % size]), so that the
+  // model has seen every prompt format the RL runs use. Empty = the environment's
+  // default (append_only). Policies that call the model (summarize) cannot be replayed
+  // from a script: building fails naming the demonstration.
+  json demo_contexts = json::array();
   // Prompt format the model is trained on, and that RL runs on it must keep (the app's
   // configs/builtin.yaml sets data.task_kwargs.use_system_prompt and
   // rollout.env_kwargs.tools_in_prompt to match, and warns if recipe.json differs).
@@ -54,7 +62,16 @@ struct DefaultModelOptions {
   bool tools_in_prompt = false;     // the chat template lists the calculator's schema
   SftOptions sft;                   // epochs, batch, optimiser
   DefaultModelOptions();
-  json to_json() const;             // recorded in recipe.json
+  // Recorded in recipe.json. demo_style and demo_contexts appear only when they differ
+  // from the defaults (so models built before they existed are still reused).
+  json to_json() const;
+  // Overrides from a map (a recipe file's builtin_model: section), keys as in
+  // to_json() (dir, vocab_size, ..., demos, min_level, max_level, seed, demo_style,
+  // demo_contexts) plus sft_epochs, sft_lr, sft_batch_size for SftOptions (the SFT
+  // budget is epochs x demos / batch_size steps). Throws Error naming the key and the
+  // rule: unknown keys (listing the known ones), wrong types, demo_style other than
+  // single or per_step, demo_contexts not a list of context specs.
+  void apply_json(const json& overrides);
   // The arithmetic family's data.task_kwargs these options describe (levels, prompt
   // format, final-turn style): the demonstrations come from that family.
   json task_kwargs() const;

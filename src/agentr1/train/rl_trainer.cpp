@@ -10,6 +10,7 @@
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
+#include "agentr1/flow/agent_env_loop.h"
 #include "agentr1/rollout/engine.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/task_family.h"
@@ -87,6 +88,9 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   // Data: the task family generates what no file gives.
   const auto family = with_context("data.task", [&] { return tasks::make_task_family(c.data.task, c.data.task_kwargs); });
   RunDatasets data = load_datasets(c.data, *family);
+  // Env options (rollout.env_kwargs and the rows' own) fail here, before any rollout.
+  flow::check_env_setup(data.train, ctx_, c.rollout.flow, "the training set");
+  flow::check_env_setup(data.val, ctx_, c.rollout.flow, "the validation set");
   val_set_ = std::move(data.val);
   std::string dir = c.trainer.output_dir;
   if (dir.empty())
