@@ -100,6 +100,7 @@ int run_sft_cmd(SftArgs a) {
   fo.enable_thinking = a.thinking;
   fo.max_new_tokens = 512;
   fo.max_prompt_tokens = 4096;
+  fo.max_steps = 64;  // a demonstration ends when its actions do
   ThreadPool tool_pool(2);
   flow::FlowContext ctx;
   ctx.tokenizer = &tok;

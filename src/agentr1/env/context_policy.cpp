@@ -205,22 +205,37 @@ Observation SummarizePolicy::next(const ContextTurn& turn) const {
   if (omitted == 0) return Observation::from_text(render(turn, window(turn, turn.head_size, 0)));
   const size_t first = starts[omitted];
   // The transcript of the left-out turns, as plain lines.
-  std::string transcript;
+  std::vector<std::string> lines;
   for (size_t i = turn.head_size; i < first; ++i) {
     const json& m = turn.messages[i];
     const std::string role = m.value("role", "?");
     std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
     if (m.contains("tool_calls") && m["tool_calls"].is_array())
       for (const auto& c : m["tool_calls"]) content += (content.empty() ? "" : " ") + std::string("call ") + c.dump();
-    transcript += role + ": " + content + "\n";
+    lines.push_back(role + ": " + content + "\n");
   }
-  json request = json::array({json{{"role", "user"}, {"content", std::string(kSummaryInstruction) + "\n\n" + transcript}}});
+  // The request must fit the generator's context with at least one token to write:
+  // the oldest lines go first until it does (a long episode's transcript may not fit).
+  const int context = ctx_.generator->max_context();
   GenRequest req;
-  req.prompt_ids = ctx_.tokenizer->encode(
-      ctx_.chat_template->render(request, json(), /*add_generation_prompt=*/true, ctx_.render_options),
-      /*allow_special=*/true);
+  size_t dropped = 0;
+  while (true) {
+    std::string transcript;
+    for (size_t i = dropped; i < lines.size(); ++i) transcript += lines[i];
+    json request =
+        json::array({json{{"role", "user"}, {"content", std::string(kSummaryInstruction) + "\n\n" + transcript}}});
+    req.prompt_ids = ctx_.tokenizer->encode(
+        ctx_.chat_template->render(request, json(), /*add_generation_prompt=*/true, ctx_.render_options),
+        /*allow_special=*/true);
+    if (static_cast<int>(req.prompt_ids.size()) < context || dropped == lines.size()) break;
+    ++dropped;
+  }
+  if (static_cast<int>(req.prompt_ids.size()) >= context) {
+    // Not even the instruction fits: the marker stands in for the summary.
+    return Observation::from_text(render(turn, window(turn, first, omitted)));
+  }
   req.sampling = ctx_.sampling;
-  req.sampling.max_new_tokens = max_summary_tokens_;
+  req.sampling.max_new_tokens = std::min(max_summary_tokens_, context - static_cast<int>(req.prompt_ids.size()));
   req.sampling.seed = derive_seed(ctx_.seed, {0x5a11, static_cast<uint64_t>(turn.turn_index)});
   Step step;
   step.prompt_ids = req.prompt_ids;
@@ -236,6 +251,7 @@ Observation SummarizePolicy::next(const ContextTurn& turn) const {
     step.info["kind"] = "summary";
     step.info["finish_reason"] = finish_reason_name(r.finish);
     step.info["summarized_turns"] = static_cast<int64_t>(omitted);
+    step.info["transcript_lines_dropped"] = static_cast<int64_t>(dropped);
     turn.report->side_steps.push_back(std::move(step));
   }
   json out = json::array();

@@ -201,7 +201,10 @@ class TokenBudgetPolicy : public WindowPolicy {
 // Generator call per turn that leaves turns out, prompted with kSummaryInstruction and a
 // transcript of the left-out turns ("assistant: ...", "tool: ..." lines), sampled with
 // the rollout's sampling and at most max_summary_tokens tokens, seeded from the
-// trajectory seed and the turn. The window is the head, then {"role": "user", "content":
+// trajectory seed and the turn. A request longer than the generator's context loses its
+// oldest transcript lines until it fits (at least one token left to write; the summary
+// is cut to what is left); if not even the instruction fits, the marker of
+// sliding_window stands in for the summary. The window is the head, then {"role": "user", "content":
 // "Summary of the N earlier turns: <summary>"}, then the kept turns. With train_summary
 // the call is also a Step of the trajectory (its own prompt, response ids and behaviour
 // log-probs; ContextReport::side_steps), trained with the trajectory's advantage like any

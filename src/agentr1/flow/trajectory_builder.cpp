@@ -1,6 +1,7 @@
 #include "agentr1/flow/trajectory_builder.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
@@ -85,10 +86,15 @@ std::optional<Step> TrajectoryBuilder::generate(TokenIds prompt_ids) {
   const int max_context = ctx_.generator->max_context();
   if (prompt_len > opts_.max_prompt_tokens || prompt_len + 1 > max_context) {
     context_overflow_ = true;
-    AGENTR1_LOG(WARN) << "turn " << turn << ": prompt of " << prompt_len
-                      << " tokens does not fit (max_prompt_tokens " << opts_.max_prompt_tokens
-                      << ", generator context " << max_context
-                      << "); the trajectory ends truncated (context_overflow)";
+    // The first few per process are logged; all are counted (env/context_overflow).
+    static std::atomic<int> logged{0};
+    const int n = logged.fetch_add(1);
+    if (n < 5) {
+      AGENTR1_LOG(WARN) << "turn " << turn << ": prompt of " << prompt_len
+                        << " tokens does not fit (max_prompt_tokens " << opts_.max_prompt_tokens
+                        << ", generator context " << max_context << "); the trajectory ends truncated (context_overflow)"
+                        << (n == 4 ? "; further overflows are counted in env/context_overflow, not logged" : "");
+    }
     end_truncated("context_overflow");
     return std::nullopt;
   }

@@ -179,7 +179,8 @@ TEST(DefaultModelOptionsTest, ApplyJsonSetsTheKeysAndTheRecipeRecordsThem) {
   EXPECT_FALSE(before.contains("demo_style"));
   EXPECT_FALSE(before.contains("demo_contexts"));
   d.apply_json({{"dir", "x/y"}, {"demo_style", "per_step"}, {"min_level", 4}, {"max_level", 4}, {"demos", 32},
-                {"demo_contexts", json::array({"append_only"})}, {"sft_epochs", 2}, {"sft_lr", 0.001}});
+                {"demo_contexts", json::array({"append_only"})}, {"sft_epochs", 2}, {"sft_lr", 0.001},
+                {"init_from", "builtin"}});
   EXPECT_EQ(d.dir, "x/y");
   EXPECT_EQ(d.demos, 32);
   EXPECT_EQ(d.sft.epochs, 2);
@@ -189,6 +190,8 @@ TEST(DefaultModelOptionsTest, ApplyJsonSetsTheKeysAndTheRecipeRecordsThem) {
   EXPECT_EQ(after.at("demo_contexts"), json::array({"append_only"}));
   EXPECT_EQ(after.at("min_level"), 4);
   EXPECT_EQ(d.task_kwargs().at("demo_style"), "per_step");
+  EXPECT_EQ(after.at("init_from"), "builtin");
+  EXPECT_EQ(after.at("base_recipe"), before) << "a change to the base model rebuilds this one";
 }
 
 TEST(CompareStatsTest, StandardErrorOfASuccessRate) {

@@ -136,5 +136,60 @@ TEST(ContextPackingTest, SummarizeWritesTheSummaryAndTrainsItOnlyWhenAsked) {
   }
 }
 
+// A summary request longer than the generator's context loses its oldest transcript
+// lines until it fits, instead of failing the rollout.
+TEST(ContextPackingTest, SummaryRequestsAreCutToTheGeneratorsContext) {
+  register_fakes();
+  auto run = [&](int max_context, std::vector<GenRequest>* summary_requests, size_t* longest_turn_prompt) {
+    std::vector<TokenIds> turns;
+    for (int k = 1; k <= 4; ++k)
+      turns.push_back(turn_ids(call_text("adder", "{\"a\": " + std::to_string(k) + ", \"b\": 1}")));
+    turns.push_back(turn_ids("Done.\n#### 5"));
+    auto policy = ScriptedGenerator::queue(turns);
+    ScriptedGenerator gen(
+        [&](const GenRequest& r) {
+          return contains(tok().decode(r.prompt_ids), "Summarize the earlier turns") ? turn_ids("S") : policy(r);
+        },
+        max_context);
+    flow::FlowContext ctx = make_context(&gen);
+    flow::FlowOptions o;
+    o.max_steps = 8;
+    o.env_kwargs = {{"tools", {"adder"}},
+                    {"tools_in_prompt", false},  // short turn prompts: the summary request is the longest
+                    {"context", {{"type", "summarize"}, {"keep_last", 1}, {"train_summary", true}}}};
+    const Trajectory t = flow::AgentEnvLoop("tool").run(make_sample("Add.", "5"), ctx, o, /*seed=*/5);
+    *longest_turn_prompt = 0;
+    summary_requests->clear();
+    for (const auto& r : gen.requests()) {
+      if (contains(tok().decode(r.prompt_ids), "Summarize the earlier turns"))
+        summary_requests->push_back(r);
+      else
+        *longest_turn_prompt = std::max(*longest_turn_prompt, r.prompt_ids.size());
+    }
+    return t;
+  };
+  std::vector<GenRequest> reqs;
+  size_t longest_turn = 0;
+  const Trajectory full = run(4096, &reqs, &longest_turn);
+  ASSERT_EQ(reqs.size(), 3u) << "summaries after turns 2, 3 and 4";
+  const size_t longest_summary = reqs.back().prompt_ids.size();
+  ASSERT_GT(longest_summary, longest_turn) << "precondition: the last summary request is the longest prompt";
+  // A context the last full request does not fit (a prompt needs < max_context).
+  const int small = static_cast<int>(longest_summary);
+  const Trajectory cut = run(small, &reqs, &longest_turn);
+  ASSERT_EQ(reqs.size(), 3u);
+  for (const auto& r : reqs) {
+    EXPECT_LT(static_cast<int>(r.prompt_ids.size()), small);
+    EXPECT_LE(r.sampling.max_new_tokens, small - static_cast<int>(r.prompt_ids.size()));
+  }
+  EXPECT_LT(reqs.back().prompt_ids.size(), longest_summary);
+  int64_t dropped = 0;
+  for (const Step& st : cut.steps)
+    if (st.info.value("kind", "") == "summary") dropped += st.info.value("transcript_lines_dropped", int64_t{0});
+  EXPECT_GT(dropped, 0);
+  EXPECT_FLOAT_EQ(cut.outcome_reward, 1.0f) << "the episode goes on to its answer";
+  EXPECT_EQ(cut.metrics.at("num_turns"), full.metrics.at("num_turns"));
+}
+
 }  // namespace
 }  // namespace agentr1::train

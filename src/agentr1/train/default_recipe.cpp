@@ -14,6 +14,7 @@
 #include "agentr1/text/bpe_trainer.h"
 #include "agentr1/text/chat_template.h"
 #include "agentr1/text/tokenizer.h"
+#include "agentr1/train/checkpoint.h"
 #include "agentr1/train/run_dir.h"
 
 namespace agentr1::train {
@@ -52,6 +53,10 @@ json DefaultModelOptions::to_json() const {
   j["recipe_version"] = 2;
   if (demo_style != "single") j["demo_style"] = demo_style;
   if (!demo_contexts.empty()) j["demo_contexts"] = demo_contexts;
+  if (!init_from.empty()) {
+    j["init_from"] = init_from;
+    if (init_from == "builtin") j["base_recipe"] = DefaultModelOptions().to_json();
+  }
   return j;
 }
 
@@ -60,7 +65,7 @@ namespace {
 constexpr const char* kOptionKeys =
     "dir, vocab_size, digits_per_token, corpus_problems, hidden_size, num_layers, num_heads, num_kv_heads, "
     "head_dim, intermediate_size, demos, min_level, max_level, seed, restate_expression, use_system_prompt, "
-    "tools_in_prompt, demo_style, demo_contexts, sft_epochs, sft_lr, sft_batch_size";
+    "tools_in_prompt, demo_style, demo_contexts, init_from, sft_epochs, sft_lr, sft_batch_size";
 
 int read_positive_int(const std::string& key, const json& v) {
   AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 1000000000,
@@ -133,6 +138,10 @@ void DefaultModelOptions::apply_json(const json& kw) {
                       "built-in model option 'demo_contexts': each entry must be a context policy name or "
                       "{\"type\": name, ...options}, got " << c.dump().substr(0, 80));
       demo_contexts = v;
+    } else if (k == "init_from") {
+      AGENTR1_CHECK(v.is_string(), "built-in model option 'init_from' must be \"\" (from scratch), \"builtin\" (the "
+                                   "default built-in model) or a model directory, got " << v.dump());
+      init_from = v.get<std::string>();
     } else if (k == "sft_epochs") {
       sft.epochs = read_positive_int(k, v);
     } else if (k == "sft_batch_size") {
@@ -195,6 +204,37 @@ json DefaultModelOptions::task_kwargs() const {
           {"demo_style", demo_style}};
 }
 
+namespace {
+
+// 4. SFT through the agent loop (token-exact with rollouts), then save the weights and
+// recipe.json (last: a directory without it is rebuilt).
+void sft_and_save(const DefaultModelOptions& o, const text::Tokenizer& tok, const text::ChatTemplate& tmpl,
+                  const std::vector<json>& demos, model::Transformer& policy, const json& want) {
+  flow::FlowOptions fo;
+  fo.enable_thinking = false;
+  fo.max_new_tokens = 128;
+  fo.max_prompt_tokens = 1024;
+  fo.max_steps = o.max_level + 2;  // per_step: one turn per operation and the answer
+  ThreadPool tool_pool(2);
+  flow::FlowContext ctx;
+  ctx.tokenizer = &tok;
+  ctx.chat_template = &tmpl;
+  ctx.tool_pool = &tool_pool;
+  ctx.stop_token_ids = flow::default_stop_token_ids(tok);
+  std::vector<Trajectory> trajs = demonstration_trajectories(demos, ctx, fo);
+  RunDir out(o.dir);
+  std::error_code ec;
+  fs::remove(o.dir + "/sft_metrics.jsonl", ec);
+  SftResult r = run_sft(policy, trajs, o.sft, [&](const json& j) { out.append_jsonl("sft_metrics.jsonl", j); });
+  AGENTR1_LOG(INFO) << "built-in default: SFT done in " << r.wall_s << " s (" << r.steps
+                    << " steps, loss " << r.first_loss << " -> " << r.final_loss << ", token acc "
+                    << r.final_token_acc << ")";
+  model::save_pretrained(policy, o.dir, at::kFloat);
+  out.write_json("recipe.json", want);
+}
+
+}  // namespace
+
 std::string ensure_default_model(const DefaultModelOptions& o) {
   const json want = o.to_json();
   const std::string recipe_path = o.dir + "/recipe.json";
@@ -224,7 +264,26 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
       demos[i]["sample"]["env_kwargs"]["context"] = o.demo_contexts[i % o.demo_contexts.size()];
   }
   make_dirs(o.dir);
-  // 2. Tokenizer.
+  // 2. Tokenizer and 3. model: fresh, or the base's.
+  std::string base_dir = o.init_from;
+  if (base_dir == "builtin") {
+    DefaultModelOptions base;
+    base.chat_template_file = o.chat_template_file;
+    AGENTR1_CHECK(fs::absolute(base.dir) != fs::absolute(o.dir),
+                  "built-in model option init_from \"builtin\": the model cannot start from itself (dir '" << o.dir
+                      << "' is the default model's); HINT: set builtin_model.dir to another directory");
+    base_dir = ensure_default_model(base);
+  }
+  if (!base_dir.empty()) {
+    AGENTR1_LOG(INFO) << "built-in model " << o.dir << ": fine-tuning " << base_dir << " (init_from)";
+    copy_tokenizer_files(base_dir, o.dir);
+    text::Tokenizer tok = text::Tokenizer::load(o.dir);
+    model::Transformer policy = with_context("init_from '" + base_dir + "'", [&] {
+      return model::load_pretrained(base_dir, at::kFloat, at::kCPU);
+    });
+    sft_and_save(o, tok, tmpl, demos, policy, want);
+    return o.dir;
+  }
   AGENTR1_LOG(INFO) << "built-in default: training a " << o.vocab_size << "-token BPE on "
                     << corpus.size() << " rendered episodes";
   text::BpeTrainerOptions bo;
@@ -234,7 +293,6 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
   text::write_trained_tokenizer(o.dir, tok_json,
                                 text::make_tokenizer_config(chat_template, "<|im_end|>", "<|endoftext|>"));
   text::Tokenizer tok = text::Tokenizer::load(o.dir);
-  // 3. Model.
   model::ModelConfig mc;
   mc.arch = model::Arch::kQwen3;
   mc.vocab_size = ((tok.vocab_size() + 63) / 64) * 64;
@@ -253,28 +311,7 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
   model::Transformer policy = model::init_random(mc, static_cast<uint64_t>(o.seed));
   AGENTR1_LOG(INFO) << "built-in default: Qwen3-architecture model with " << mc.num_parameters()
                     << " parameters";
-  // 4. SFT through the agent loop (token-exact with rollouts).
-  flow::FlowOptions fo;
-  fo.enable_thinking = false;
-  fo.max_new_tokens = 128;
-  fo.max_prompt_tokens = 1024;
-  fo.max_steps = o.max_level + 2;  // per_step: one turn per operation and the answer
-  ThreadPool tool_pool(2);
-  flow::FlowContext ctx;
-  ctx.tokenizer = &tok;
-  ctx.chat_template = &tmpl;
-  ctx.tool_pool = &tool_pool;
-  ctx.stop_token_ids = flow::default_stop_token_ids(tok);
-  std::vector<Trajectory> trajs = demonstration_trajectories(demos, ctx, fo);
-  RunDir out(o.dir);
-  std::error_code ec;
-  fs::remove(o.dir + "/sft_metrics.jsonl", ec);
-  SftResult r = run_sft(policy, trajs, o.sft, [&](const json& j) { out.append_jsonl("sft_metrics.jsonl", j); });
-  AGENTR1_LOG(INFO) << "built-in default: SFT done in " << r.wall_s << " s (" << r.steps
-                    << " steps, loss " << r.first_loss << " -> " << r.final_loss << ", token acc "
-                    << r.final_token_acc << ")";
-  model::save_pretrained(policy, o.dir, at::kFloat);
-  out.write_json("recipe.json", want);
+  sft_and_save(o, tok, tmpl, demos, policy, want);
   return o.dir;
 }
 

@@ -51,6 +51,15 @@ struct DefaultModelOptions {
   // default (append_only). Policies that call the model (summarize) cannot be replayed
   // from a script: building fails naming the demonstration.
   json demo_contexts = json::array();
+  // Where SFT starts: "" = a fresh tokenizer and random weights (the recipe above);
+  // "builtin" = the default built-in model (DefaultModelOptions() with this chat
+  // template, built first if missing), whose tokenizer and weights are copied and
+  // fine-tuned on this recipe's demonstrations; anything else = an HF model directory
+  // (tokenizer + weights) to start from. The architecture and tokenizer options are then
+  // the base's (the ones above are ignored). A base model already knows the prompt
+  // format and how to copy numbers into calls, which a fresh 1M-parameter model needs
+  // thousands of steps to learn on long multi-step episodes.
+  std::string init_from;
   // Prompt format the model is trained on, and that RL runs on it must keep (the app's
   // configs/builtin.yaml sets data.task_kwargs.use_system_prompt and
   // rollout.env_kwargs.tools_in_prompt to match, and warns if recipe.json differs).
@@ -62,12 +71,13 @@ struct DefaultModelOptions {
   bool tools_in_prompt = false;     // the chat template lists the calculator's schema
   SftOptions sft;                   // epochs, batch, optimiser
   DefaultModelOptions();
-  // Recorded in recipe.json. demo_style and demo_contexts appear only when they differ
-  // from the defaults (so models built before they existed are still reused).
+  // Recorded in recipe.json. demo_style, demo_contexts and init_from appear only when
+  // they differ from the defaults (so models built before they existed are still
+  // reused); with init_from "builtin", base_recipe holds the base model's recipe.
   json to_json() const;
   // Overrides from a map (a recipe file's builtin_model: section), keys as in
   // to_json() (dir, vocab_size, ..., demos, min_level, max_level, seed, demo_style,
-  // demo_contexts) plus sft_epochs, sft_lr, sft_batch_size for SftOptions (the SFT
+  // demo_contexts, init_from) plus sft_epochs, sft_lr, sft_batch_size for SftOptions (the SFT
   // budget is epochs x demos / batch_size steps). Throws Error naming the key and the
   // rule: unknown keys (listing the known ones), wrong types, demo_style other than
   // single or per_step, demo_contexts not a list of context specs.
