@@ -32,6 +32,7 @@ struct CompareArgs {
   std::string out;       // "" = runs/compare or runs/contexts
   int steps = 0;
   bool no_plot = false;
+  bool overwrite = false;
   std::string chat_template;
 };
 
@@ -104,6 +105,7 @@ int run_compare(const CompareArgs& a) {
     layer.tree = recipe.config;
     layer.builtin_model = recipe.builtin_model;
   }
+  o.overwrite = a.overwrite;
   check_methods(o.method_table, o.methods);  // bad names fail before the model is built
   std::vector<std::string> overrides = a.overrides;
   if (a.steps > 0) overrides.push_back("trainer.total_steps=" + std::to_string(a.steps));
@@ -157,6 +159,8 @@ Registrar reg("compare", "baseline vs GRPO, PPO (GAE critic), RLOO, REINFORCE++ 
                                "RL steps per method (0 = trainer.total_steps); raise it for longer runs")
                     ->capture_default_str();
                 app.add_option("--config", a->config_file, "YAML config shared by every method");
+                app.add_flag("--overwrite", a->overwrite,
+                             "start over where --out already holds runs of these methods");
                 app.add_flag("--no-plot", a->no_plot, "skip running gnuplot (the .dat and .gp files are still written)");
                 app.add_option("--chat-template", a->chat_template,
                                "built-in default only: tokenizer_config.json holding the Qwen3 chat template "

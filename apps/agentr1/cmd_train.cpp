@@ -1,5 +1,7 @@
 // agentr1 train — the RL loop (GRPO). With no arguments: the built-in default
 // (tokenizer + small Qwen3 model trained by SFT, then GRPO on the calculator task).
+// Ctrl-C / SIGTERM stop after the current step with a checkpoint (exit 130 / 143);
+// a run directory that holds a run needs --resume or --overwrite.
 #include <iostream>
 #include <memory>
 
@@ -9,6 +11,7 @@
 #include "agentr1/train/rl_trainer.h"
 #include "agentr1/train/train_config.h"
 #include "command.h"
+#include "stop_signals.h"
 #include "train_setup.h"
 
 namespace agentr1::cli {
@@ -18,6 +21,7 @@ struct TrainArgs {
   std::string config_file;
   std::vector<std::string> overrides;
   bool resume = false;
+  bool overwrite = false;
   bool help_config = false;
   std::string chat_template;
 };
@@ -37,7 +41,14 @@ int run_train(const TrainArgs& a) {
   }
   TrainConfig cfg = load_train_config(tree);
   RLTrainer trainer(cfg, tree);
-  RunSummary s = trainer.run(a.resume);
+  trainer.set_stop_flag(install_stop_signals());
+  RunSummary s;
+  try {
+    s = trainer.run(a.resume ? RunMode::kResume : a.overwrite ? RunMode::kOverwrite : RunMode::kFresh);
+  } catch (const StopRequested& e) {
+    std::cerr << "agentr1 train: " << e.what() << "\n";
+    return stop_exit_code();
+  }
   std::cout << "\nrun: " << s.run_dir << "  (" << s.steps << " steps, " << static_cast<int>(s.wall_s)
             << " s)\n"
             << format_before_after(s.baseline, s.final_eval) << std::flush;
@@ -48,7 +59,12 @@ Registrar reg("train", "RL training (GRPO) of a tool-using agent; no arguments =
               [](CLI::App& app) {
                 auto a = std::make_shared<TrainArgs>();
                 app.add_option("--config", a->config_file, "YAML config (keys as in --help-config)");
-                app.add_flag("--resume", a->resume, "continue from the last checkpoint of the run directory");
+                CLI::Option* resume =
+                    app.add_flag("--resume", a->resume, "continue from the last checkpoint of the run directory");
+                app.add_flag("--overwrite", a->overwrite,
+                             "start over in a run directory that holds an earlier run (its logs, dumps and "
+                             "checkpoints are removed first)")
+                    ->excludes(resume);
                 app.add_flag("--help-config", a->help_config, "print every config key with its default and doc");
                 app.add_option("--chat-template", a->chat_template,
                                "built-in default only: tokenizer_config.json holding the Qwen3 chat template "

@@ -40,13 +40,54 @@ void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& p
     st["critic_optimizer_steps"] = critic->optimizer().steps();
   }
   RunDir(tmp).write_json("trainer_state.json", st);
+  // Durable before it becomes visible: every file, then the directory, then the rename.
+  for (const auto& e : fs::recursive_directory_iterator(tmp))
+    if (e.is_regular_file()) fsync_path(e.path().string());
+  fsync_path(tmp);
   fs::remove_all(dir, ec);
   fs::rename(tmp, dir, ec);
   AGENTR1_CHECK(!ec, "cannot move checkpoint into place at '" << dir << "': " << ec.message());
+  fsync_path(fs::path(dir).parent_path().string());
 }
+
+namespace {
+
+// A complete checkpoint directory: trainer_state.json parses and names its step.
+bool complete_checkpoint(const fs::path& dir) {
+  const fs::path st = dir / "trainer_state.json";
+  if (!fs::is_regular_file(st) || !fs::is_regular_file(dir / "model.safetensors")) return false;
+  const json j = json::parse(read_text_file(st.string()), nullptr, false);
+  return !j.is_discarded() && j.is_object() && j.contains("step") && j["step"].is_number_integer();
+}
+
+}  // namespace
 
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir) {
   if (!fs::is_directory(checkpoints_dir)) return std::nullopt;
+  // The pointer, written last by Checkpointer::save; a missing or stale one (a crash
+  // between the rename and the pointer, a deleted directory) falls back to the scan.
+  const fs::path pointer = fs::path(checkpoints_dir) / "latest";
+  if (fs::is_regular_file(pointer)) {
+    std::string name = read_text_file(pointer.string());
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    const fs::path named = fs::path(checkpoints_dir) / name;
+    if (!name.empty() && name.find('/') == std::string::npos && complete_checkpoint(named)) {
+      // Only if no complete checkpoint of a later step exists (the pointer lags by at
+      // most one save).
+      bool later = false;
+      static const std::regex step_re("step_([0-9]+)");
+      std::smatch pm;
+      const int64_t pointed = std::regex_match(name, pm, step_re) ? std::stoll(pm[1]) : -1;
+      for (const auto& e : fs::directory_iterator(checkpoints_dir)) {
+        std::smatch m;
+        const std::string n = e.path().filename().string();
+        if (e.is_directory() && std::regex_match(n, m, step_re) && std::stoll(m[1]) > pointed &&
+            complete_checkpoint(e.path()))
+          later = true;
+      }
+      if (!later) return named.string();
+    }
+  }
   static const std::regex re("step_([0-9]+)");
   int64_t best = -1;
   std::string best_path;
@@ -54,7 +95,7 @@ std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir)
     std::smatch m;
     const std::string name = e.path().filename().string();
     if (!e.is_directory() || !std::regex_match(name, m, re)) continue;
-    if (!fs::exists(e.path() / "trainer_state.json")) continue;
+    if (!complete_checkpoint(e.path())) continue;
     const int64_t s = std::stoll(m[1]);
     if (s > best) {
       best = s;
@@ -106,6 +147,7 @@ Checkpointer::Checkpointer(std::string checkpoints_dir, std::string tokenizer_di
 
 void Checkpointer::save(int64_t step, const json& extra_state) {
   save_checkpoint(dir_ + "/" + step_name(step), step, policy_, optim_, tokenizer_dir_, critic_, extra_state);
+  RunDir(dir_).write_text("latest", step_name(step) + "\n");  // last: the checkpoint is complete
 }
 
 std::optional<Checkpointer::Restored> Checkpointer::restore_latest() {

@@ -23,12 +23,17 @@
 
 namespace agentr1::train {
 
-// Writes into dir.tmp then renames, so a crash never leaves a half checkpoint.
+// Writes into dir.tmp, fsyncs every file, then renames, so a crash never leaves a half
+// checkpoint under dir (a stale dir.tmp is ignored and replaced by the next save).
 // critic: saved into dir/critic when given. extra_state: more keys for
 // trainer_state.json (e.g. the KL controller's coefficient).
 void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& policy, Optimizer& policy_optim,
                      const std::string& tokenizer_dir, Critic* critic = nullptr,
                      const json& extra_state = json::object());
+// The checkpoint a resume loads: the one named by checkpoints_dir/latest (written last by
+// Checkpointer::save) when it is complete and no complete later step exists; otherwise
+// the complete step_N directory (model.safetensors and a trainer_state.json that parses)
+// with the highest N. std::nullopt when there is none.
 std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir);
 // Loads weights into `policy` (in place, same shapes, on the policy's device) and the
 // optimiser state; returns
@@ -47,6 +52,7 @@ class Checkpointer {
   // borrowed and must outlive the Checkpointer.
   Checkpointer(std::string checkpoints_dir, std::string tokenizer_dir, model::Transformer policy,
                Optimizer& policy_optim, Critic* critic);
+  // checkpoints/step_NNNNNN/ (save_checkpoint), then the `latest` pointer, atomically.
   void save(int64_t step, const json& extra_state = json::object());
   struct Restored {
     std::string dir;    // the checkpoint directory loaded

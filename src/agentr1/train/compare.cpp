@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -225,6 +226,14 @@ CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) 
       return load_train_config(tree);
     });
   }
+  if (!opts.overwrite) {
+    for (const std::string& method : opts.methods) {
+      const std::string dir = opts.out_dir + "/" + method;
+      AGENTR1_CHECK(!std::filesystem::exists(dir + "/metrics.jsonl") && !std::filesystem::exists(dir + "/checkpoints"),
+                    "compare: '" << dir << "' already holds a run of method '" << method
+                                 << "'; HINT: --overwrite to run the comparison again there, or --out DIR");
+    }
+  }
   CompareResult res;
   res.out_dir = opts.out_dir;
   res.kind = opts.kind;
@@ -240,7 +249,7 @@ CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) 
     RunSummary s;
     {
       RLTrainer trainer(cfg, tree);
-      s = trainer.run(/*resume=*/false);
+      s = trainer.run(opts.overwrite ? RunMode::kOverwrite : RunMode::kFresh);
     }
     MethodResult m;
     m.method = method;

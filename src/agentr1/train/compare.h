@@ -83,6 +83,8 @@ struct CompareOptions {
   std::vector<std::string> methods;  // names from method_table, run in this order (required)
   std::string out_dir = "runs/compare";  // out_dir/<method>/ per run, plus the table files
   CompareKind kind = CompareKind::kMethods;
+  bool overwrite = false;  // false: a method whose run directory holds a run is an Error
+                           // before anything runs; true: those runs are started over
 };
 
 // The config overrides that make `method` out of the shared tree. Throws Error

@@ -35,6 +35,25 @@ json EvalResult::to_json() const {
   return j;
 }
 
+EvalResult EvalResult::from_json(const json& j) {
+  EvalResult r;
+  if (!j.is_object()) return r;
+  auto num = [&](const char* k, double d) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : d; };
+  r.num_prompts = static_cast<int64_t>(num("num_prompts", 0));
+  r.greedy_success = num("greedy_success", 0);
+  r.greedy_reward = num("greedy_reward", 0);
+  r.greedy_tool_use = num("greedy_tool_use", 0);
+  r.greedy_success_with_tool = num("greedy_success_with_tool", 0);
+  r.mean_turns = num("mean_turns", 0);
+  r.mean_tool_calls = num("mean_tool_calls", 0);
+  r.mean_response_length = num("mean_response_length", 0);
+  r.k = static_cast<int>(num("k", 0));
+  r.mean_at_k = num("mean@k", 0);
+  r.pass_at_k = num("pass@k", 0);
+  r.wall_s = num("wall_s", 0);
+  return r;
+}
+
 std::map<std::string, double> EvalResult::metrics() const {
   std::map<std::string, double> m;
   m["val/success/greedy"] = greedy_success;

@@ -34,6 +34,8 @@ struct EvalResult {
   double wall_s = 0;
   std::vector<Trajectory> greedy_trajectories;  // for dumps
   json to_json() const;               // flat: greedy_success, mean@k, ...
+  // The fields to_json writes (missing ones keep their defaults; no trajectories).
+  static EvalResult from_json(const json& j);
   // "val/..." metric names for metrics.jsonl.
   std::map<std::string, double> metrics() const;
 };

@@ -151,16 +151,26 @@ std::string format_before_after(const EvalResult& before, const EvalResult& afte
   return os.str();
 }
 
-RunSummary RLTrainer::run(bool resume) {
+RunSummary RLTrainer::run(RunMode mode) {
   const TrainConfig& c = cfg_;
   const auto t_run = Clock::now();
   RunSummary summary;
   summary.run_dir = run_dir_->path();
+  if (mode == RunMode::kFresh && run_dir_->has_run())
+    throw Error("run directory '" + run_dir_->path() + "' already holds a run (metrics.jsonl, summary.json or "
+                "checkpoints/); a second run would mix its logs with the first's. HINT: --resume to continue "
+                "it, --overwrite to start it over, or another trainer.output_dir / trainer.run_name");
+  if (mode == RunMode::kOverwrite) {
+    AGENTR1_LOG(INFO) << "overwrite: removing the earlier run in " << run_dir_->path();
+    run_dir_->clear_run();
+  }
   run_dir_->write_text("config.yaml", to_yaml(tree_));
 
   int64_t start_step = 0;
   json summary_json = json::object();
-  if (resume) {
+  EvalResult baseline;
+  bool have_baseline = false;
+  if (mode == RunMode::kResume) {
     std::optional<Checkpointer::Restored> r;
     rollout_->with_weights_exclusive([&] { r = checkpointer_->restore_latest(); });
     AGENTR1_CHECK(r.has_value(), "--resume: no checkpoint under '" << checkpointer_->dir()
@@ -169,14 +179,34 @@ RunSummary RLTrainer::run(bool resume) {
     if (r->state.contains("kl_coef")) advantages_->set_kl_coef(r->state["kl_coef"].get<double>());
     rollout_->push_weights(start_step);
     if (fs::exists(run_dir_->file("summary.json")))
-      summary_json = json::parse(read_text_file(run_dir_->file("summary.json")));
-    AGENTR1_LOG(INFO) << "resumed from " << r->dir << " at step " << start_step;
+      summary_json = json::parse(read_text_file(run_dir_->file("summary.json")), nullptr, false);
+    if (!summary_json.is_object()) summary_json = json::object();
+    // What the interrupted run logged after its checkpoint is redone below.
+    const size_t lines = run_dir_->cut_jsonl_after("metrics.jsonl", start_step);
+    const size_t dumps = run_dir_->cut_dumps_after(start_step);
+    AGENTR1_LOG(INFO) << "resumed from " << r->dir << " at step " << start_step << " (cut " << lines
+                      << " metrics lines and " << dumps << " dump files logged after it)";
+    if (summary_json.contains("baseline")) {
+      baseline = EvalResult::from_json(summary_json["baseline"]);
+      have_baseline = true;
+    }
+    if (start_step >= c.trainer.total_steps && summary_json.contains("final") &&
+        summary_json.value("steps", int64_t{-1}) == start_step) {
+      AGENTR1_LOG(INFO) << "the run is complete at step " << start_step
+                        << " (raise trainer.total_steps to train on)";
+      summary.baseline = EvalResult::from_json(summary_json.value("baseline", json::object()));
+      summary.final_eval = EvalResult::from_json(summary_json["final"]);
+      summary.steps = start_step;
+      summary.wall_s = seconds_since(t_run);
+      return summary;
+    }
+    summary_json.erase("final");  // written again when this run ends
   }
-  // On resume the run's original baseline stays in summary.json; the validation at the
-  // resume point is logged to metrics.jsonl like any other.
-  const EvalResult baseline = validate(start_step);
-  if (!summary_json.contains("baseline")) summary_json["baseline"] = baseline.to_json();
-  summary_json["baseline_step"] = start_step;
+  if (!have_baseline) {
+    baseline = validate(start_step);
+    summary_json["baseline"] = baseline.to_json();
+    summary_json["baseline_step"] = start_step;
+  }
   run_dir_->write_json("summary.json", summary_json);
 
   const int64_t total = c.trainer.total_steps;
@@ -210,10 +240,20 @@ RunSummary RLTrainer::run(bool resume) {
     m["timing/step"] = seconds_since(t_step);
     logger_->dump_step(step, trajs, adv, dump_columns);
     if (c.trainer.test_freq > 0 && step % c.trainer.test_freq == 0 && step != total) merge_into(m, validate(step).metrics());
-    if ((c.trainer.save_freq > 0 && step % c.trainer.save_freq == 0) || step == total) save_checkpoint(step);
+    // Logged before the checkpoint: a resume cuts what comes after its checkpoint, so a
+    // crash in between costs the step, never its line.
     logger_->metrics(step, m);
     logger_->progress(step, total, m, seconds_since(t_step));
+    const bool stop = stop_flag_ != nullptr && stop_flag_->load() != 0;
+    if ((c.trainer.save_freq > 0 && step % c.trainer.save_freq == 0) || step == total || stop) save_checkpoint(step);
     summary.steps = step;
+    if (stop && step < total) {
+      throw StopRequested("stopped at step " + std::to_string(step) + " of " + std::to_string(total) +
+                              " (checkpoint saved in " + checkpointer_->dir() + "/" + step_name(step) +
+                              "); resume with the same command and --resume (trainer.output_dir=" +
+                              run_dir_->path() + ")",
+                          step);
+    }
   }
   const EvalResult final_eval = validate(total);
   summary.baseline = baseline;

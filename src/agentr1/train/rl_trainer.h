@@ -23,10 +23,12 @@
 #pragma once
 
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "agentr1/core/error.h"
 #include "agentr1/core/json.h"
 #include "agentr1/core/thread_pool.h"
 #include "agentr1/core/trajectory.h"
@@ -52,6 +54,20 @@ class Engine;
 
 namespace agentr1::train {
 
+// How run() treats the run directory.
+enum class RunMode {
+  kFresh,      // a new run; Error if the directory already holds one (RunDir::has_run)
+  kResume,     // continue from its latest checkpoint; what was logged after it is cut
+  kOverwrite,  // remove the earlier run's files (RunDir::clear_run), then a new run
+};
+
+// Thrown by run() when a stop was requested (set_stop_flag): the run saved a checkpoint
+// at the step it finished and can be resumed. what() says how.
+struct StopRequested : Error {
+  StopRequested(const std::string& what, int64_t step) : Error(what), step(step) {}
+  int64_t step;
+};
+
 struct RunSummary {
   std::string run_dir;
   EvalResult baseline;          // before any RL step (or at resume)
@@ -66,8 +82,19 @@ class RLTrainer {
   // naming the file or key (model, tokenizer, task family, datasets, device).
   RLTrainer(TrainConfig cfg, json tree);
   ~RLTrainer();
-  // Runs the loop. resume: continue from the last checkpoint in the run dir.
-  RunSummary run(bool resume);
+  // Runs the loop. kResume: continue from the run dir's latest checkpoint (its step
+  // lines, validations and dumps after that step are cut first, so each step appears
+  // once; the validation at the checkpoint's step is not repeated). kFresh into a
+  // directory that holds a run throws Error naming it, with the HINT --resume /
+  // --overwrite. Throws StopRequested when a stop was requested (see set_stop_flag).
+  RunSummary run(RunMode mode);
+  RunSummary run(bool resume) { return run(resume ? RunMode::kResume : RunMode::kFresh); }
+  // A flag set asynchronously (e.g. by a SIGINT handler; 0 = keep going). It is read
+  // at the end of each step, the next safe point: the step is logged, a checkpoint is
+  // written (unless that step just saved one) and StopRequested is thrown. Not owned.
+  void set_stop_flag(const std::atomic<int>* flag) { stop_flag_ = flag; }
+  // For messages: how to resume (the run directory).
+  const std::string& run_dir() const { return run_dir_->path(); }
 
  private:
   EvalResult validate(int64_t step);
@@ -93,6 +120,7 @@ class RLTrainer {
   std::unique_ptr<AdvantagePhase> advantages_;
   std::unique_ptr<StepLogger> logger_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  const std::atomic<int>* stop_flag_ = nullptr;
 };
 
 // Prints the before/after table to stderr-like stream text (returned).

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <atomic>
 #include <fstream>
 
 #include "agentr1/core/config.h"
@@ -304,6 +305,144 @@ TEST(RLTrainerTest, TaskFamilyAndDeviceErrorsNameTheValue) {
   EXPECT_THROW(load_train_config(tree), Error);
   apply_override(tree, "data.train_files=" + std::string(AGENTR1_SOURCE_DIR) + "/tests/fixtures/gsm8k/sample.jsonl");
   EXPECT_NO_THROW(load_train_config(tree));
+  fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------- crash safety
+
+// The steps metrics.jsonl names, in order (validation lines included).
+std::vector<int64_t> logged_steps(const std::string& run) {
+  std::vector<int64_t> out;
+  for (const json& m : read_jsonl(run + "/metrics.jsonl")) out.push_back(m["step"].get<int64_t>());
+  return out;
+}
+
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A second run into a directory that holds one is refused (never mixed); --overwrite
+// starts it over.
+TEST(RLTrainerCrashSafety, ASecondRunIsRefusedOrStartedOver) {
+  const std::string dir = make_tiny_model_dir();
+  const std::string run = dir + "/run";
+  json tree = tiny_run_tree(dir, {"trainer.total_steps=1"});
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    t.run(RunMode::kFresh);
+  }
+  const std::vector<int64_t> first = logged_steps(run);
+  EXPECT_EQ(first, (std::vector<int64_t>{0, 1, 1}));  // baseline, step 1, final validation
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    const std::string e = error_of([&] { t.run(RunMode::kFresh); });
+    EXPECT_NE(e.find("'" + run + "' already holds a run"), std::string::npos) << e;
+    EXPECT_NE(e.find("--resume"), std::string::npos) << e;
+    EXPECT_NE(e.find("--overwrite"), std::string::npos) << e;
+  }
+  EXPECT_EQ(logged_steps(run), first) << "the refused run wrote nothing";
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    t.run(RunMode::kOverwrite);
+  }
+  EXPECT_EQ(logged_steps(run), first) << "overwritten, not appended";
+  fs::remove_all(dir);
+}
+
+// A crash after step 3 of 4 (checkpoints at 2 and 4; the step-4 checkpoint and the
+// `latest` pointer to it lost, a half-written line at the end of metrics.jsonl): the
+// resume loads step 2, cuts what was logged after it, and every step appears once.
+TEST(RLTrainerCrashSafety, ResumeCutsWhatWasLoggedAfterTheCheckpoint) {
+  const std::string dir = make_tiny_model_dir();
+  const std::string run = dir + "/run";
+  json tree = tiny_run_tree(dir, {"trainer.total_steps=4", "trainer.save_freq=2"});
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    t.run(RunMode::kFresh);
+  }
+  const std::vector<int64_t> whole = logged_steps(run);
+  EXPECT_EQ(whole, (std::vector<int64_t>{0, 1, 2, 3, 4, 4}));
+  const size_t dump_rows = read_jsonl(run + "/trajectories/step_000003.jsonl").size();
+  ASSERT_GT(dump_rows, 0u);
+  fs::remove_all(run + "/checkpoints/step_000004");  // the pointer still names it
+  ASSERT_EQ(read_text_file(run + "/checkpoints/latest"), "step_000004\n");
+  { std::ofstream(run + "/metrics.jsonl", std::ios::app) << "{\"step\": 5, \"critic/sc"; }
+  ASSERT_EQ(latest_checkpoint(run + "/checkpoints"), run + "/checkpoints/step_000002");
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(RunMode::kResume).steps, 4);
+  }
+  EXPECT_EQ(logged_steps(run), whole) << "each step once, the baseline not repeated";
+  EXPECT_EQ(read_jsonl(run + "/trajectories/step_000003.jsonl").size(), dump_rows) << "dumps not doubled";
+  EXPECT_EQ(read_text_file(run + "/checkpoints/latest"), "step_000004\n");
+  // Resuming a complete run does nothing and logs nothing.
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(RunMode::kResume).steps, 4);
+  }
+  EXPECT_EQ(logged_steps(run), whole);
+  fs::remove_all(dir);
+}
+
+// A stop request (Ctrl-C) ends the run after the current step with a checkpoint and a
+// message saying how to resume; the resumed run ends where the uninterrupted one would.
+TEST(RLTrainerCrashSafety, StopRequestCheckpointsAndResumes) {
+  const std::string dir = make_tiny_model_dir();
+  const std::string run = dir + "/run";
+  json tree = tiny_run_tree(dir, {"trainer.total_steps=3"});  // save_freq 0: only at the end
+  std::atomic<int> flag{2};                                     // SIGINT already arrived
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    t.set_stop_flag(&flag);
+    try {
+      t.run(RunMode::kFresh);
+      FAIL() << "expected StopRequested";
+    } catch (const StopRequested& e) {
+      EXPECT_EQ(e.step, 1);
+      EXPECT_NE(std::string(e.what()).find("stopped at step 1 of 3"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--resume"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_000001/model.safetensors"));
+  EXPECT_EQ(logged_steps(run), (std::vector<int64_t>{0, 1}));
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(RunMode::kResume).steps, 3);
+  }
+  EXPECT_EQ(logged_steps(run), (std::vector<int64_t>{0, 1, 2, 3, 3}));
+  fs::remove_all(dir);
+}
+
+// RunDir's resume helpers on hand-written files.
+TEST(RLTrainerCrashSafety, RunDirCutsLinesAndDumpsAfterAStep) {
+  const std::string dir = make_tiny_model_dir();
+  RunDir rd(dir + "/r");
+  {
+    std::ofstream f(rd.file("metrics.jsonl"));
+    f << "{\"step\":0,\"a\":1}\n{\"step\":1}\n{\"step\":2}\n{\"step\":1,\"late\":true}\n{\"step\":3,\"x\"";
+  }
+  EXPECT_EQ(rd.cut_jsonl_after("metrics.jsonl", 1), 2u);  // step 2 and the cut line
+  EXPECT_EQ(read_text_file(rd.file("metrics.jsonl")), "{\"step\":0,\"a\":1}\n{\"step\":1}\n{\"step\":1,\"late\":true}\n");
+  EXPECT_EQ(rd.cut_jsonl_after("missing.jsonl", 1), 0u);
+  for (const char* f : {"step_000001.jsonl", "step_000002.jsonl", "val_step_000002.jsonl", "val_step_000001.jsonl",
+                        "notes.txt"})
+    rd.append_jsonl(std::string("trajectories/") + f, json{{"x", 1}});
+  EXPECT_EQ(rd.cut_dumps_after(1), 2u);
+  EXPECT_TRUE(fs::exists(rd.file("trajectories/step_000001.jsonl")));
+  EXPECT_TRUE(fs::exists(rd.file("trajectories/val_step_000001.jsonl")));
+  EXPECT_FALSE(fs::exists(rd.file("trajectories/step_000002.jsonl")));
+  EXPECT_FALSE(fs::exists(rd.file("trajectories/val_step_000002.jsonl")));
+  EXPECT_TRUE(fs::exists(rd.file("trajectories/notes.txt")));
+  EXPECT_TRUE(rd.has_run());
+  rd.clear_run();
+  EXPECT_FALSE(rd.has_run());
+  EXPECT_FALSE(fs::exists(rd.file("trajectories")));
   fs::remove_all(dir);
 }
 

@@ -24,9 +24,24 @@ class RunDir {
   const std::string& path() const { return path_; }
   std::string file(const std::string& rel) const { return path_ + "/" + rel; }
 
-  void write_text(const std::string& rel, const std::string& text) const;  // atomic
-  void write_json(const std::string& rel, const json& j) const;            // atomic, indented
+  // Atomic and durable: written to rel.tmp, fsync'd, renamed over rel, the directory
+  // fsync'd; a crash leaves the old file or the new one, never a mix.
+  void write_text(const std::string& rel, const std::string& text) const;
+  void write_json(const std::string& rel, const json& j) const;            // as write_text, indented
   void append_jsonl(const std::string& rel, const json& j) const;          // one line
+
+  // A run lives here already: metrics.jsonl, summary.json or checkpoints/ exists.
+  bool has_run() const;
+  // Removes what a run writes (config.yaml, metrics.jsonl, summary.json, trajectories/,
+  // checkpoints/); other files are left alone.
+  void clear_run() const;
+  // Resume: keeps the lines of the JSONL file rel whose "step" is <= step (and drops
+  // lines that do not parse, e.g. one cut by a crash), atomically. Returns the number of
+  // lines dropped; a missing file is 0.
+  size_t cut_jsonl_after(const std::string& rel, int64_t step) const;
+  // Resume: removes trajectories/step_N.jsonl and trajectories/val_step_N.jsonl with
+  // N > step. Returns how many were removed.
+  size_t cut_dumps_after(int64_t step) const;
 
  private:
   std::string path_;
@@ -36,6 +51,9 @@ class RunDir {
 std::string step_name(int64_t step);
 // Creates dir and parents; throws Error naming it on failure.
 void make_dirs(const std::string& dir);
+// fsync of a file or a directory (best effort: errors are ignored, as on filesystems
+// that do not support syncing directories).
+void fsync_path(const std::string& path);
 std::string read_text_file(const std::string& path);
 // Metrics map -> JSON object with "step" first.
 json metrics_json(int64_t step, const std::map<std::string, double>& m);
