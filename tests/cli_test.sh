@@ -46,6 +46,11 @@ check "compare: unknown method" one_line_error compare --methods grpo,dpo --out 
 check "compare: names the method" grep -q "unknown comparison method 'dpo'" "$tmp/err"
 check "compare: lists the known methods" grep -q "known: grpo, ppo, rloo, reinforce_plus_plus" "$tmp/err"
 check "compare --help: methods from configs/compare.yaml" grep -q "gspo" <("$bin" compare --help)
+check "compare: unknown context" one_line_error compare --contexts append_only,window --out "$tmp/ctx"
+check "compare: lists the known contexts" grep -q "known: append_only, sliding_window, summarize" "$tmp/err"
+check "compare: --contexts excludes --methods" one_line_error compare --contexts append_only --methods grpo
+check "compare --help: contexts from configs/contexts.yaml" grep -q "summarize_trained" <("$bin" compare --help)
+check "train: --resume excludes --overwrite" one_line_error train --resume --overwrite
 check "compare: unknown key" one_line_error compare --methods grpo trainer.total_stepz=1 --out "$tmp/cmp"
 check "sft: bad digits" one_line_error sft --digits-per-token 4
 
