@@ -29,6 +29,14 @@ for cmd in train compare sft tokenize render init-model score generate; do
   check "$cmd --help" "$bin" "$cmd" --help >/dev/null
 done
 check "unknown command" one_line_error frobnicate
+check "unknown command: names it" grep -q "unknown command 'frobnicate'" "$tmp/err"
+check "unknown command: suggests the nearest" bash -c "'$bin' trian 2>&1 | grep -q \"did you mean 'train'\""
+check "--threads too many" one_line_error score --model "$tmp/nope" --threads 100000
+check "--threads too many: names the rule" grep -q "threads must be in 0.." "$tmp/err"
+check "compare --steps -1" one_line_error compare --steps -1
+check "train: --config a directory" one_line_error train --config "$tmp"
+check "train: --config a directory names it" grep -q "is a directory" "$tmp/err"
+check "train: self-referencing alias" one_line_error train "++rollout.env_kwargs.x=[&a [*a]]"
 check "tokenize: missing dir" one_line_error tokenize --tokenizer "$tmp/nope"
 check "train: unknown key" one_line_error train rollout.nn=3
 check "train: bad value" one_line_error train rollout.n=0
@@ -92,4 +100,21 @@ echo '[1, 2, 3, 4]' | "$bin" score --model "$tmp/model" --threads 1 >"$tmp/lp.js
 check "score: 3 log-probs" python3 -c "import json,sys; v=json.load(open('$tmp/lp.jsonl')); sys.exit(0 if len(v)==3 and all(x<0 for x in v) else 1)"
 "$bin" generate --model "$tmp/model" --prompt "hi" --max-new-tokens 4 --temperature 0 --threads 1 >"$tmp/gen.txt"
 check "generate runs" test $? -eq 0
+"$bin" generate --model "$tmp/model" --prompt "hi" --chat --no-thinking --max-new-tokens 2 --temperature 0 \
+  --threads 1 >/dev/null 2>&1
+check "generate --chat --no-thinking runs" test $? -eq 0
+check "init-model: refuses an existing model" one_line_error init-model --arch qwen3 --tokenizer "$tok" \
+  --hidden-size 32 --intermediate-size 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 8 --out "$tmp/model"
+check "init-model: names --overwrite" grep -q -- "--overwrite" "$tmp/err"
+"$bin" init-model --arch qwen3 --vocab-size 300 --hidden-size 32 --intermediate-size 64 --layers 2 --heads 4 \
+  --kv-heads 2 --head-dim 8 --out "$tmp/model" --overwrite >/dev/null 2>&1
+check "init-model --overwrite drops the stale tokenizer" test ! -e "$tmp/model/tokenizer.json"
+check "init-model: absurd vocab" one_line_error init-model --arch qwen3 --vocab-size 1000000000000 --out "$tmp/huge"
+check "init-model: absurd vocab names the key" grep -q "'vocab_size' is 1000000000000, more than" "$tmp/err"
+check "init-model: absurd hidden" one_line_error init-model --arch llama --vocab-size 100 --hidden-size 100000000 \
+  --out "$tmp/huge"
+python3 -c "print([1] * 5000)" | "$bin" score --model "$tmp/model" --threads 1 >/dev/null 2>"$tmp/err"
+check "score: past max_position_embeddings is an error" grep -q "max_position_embeddings" "$tmp/err"
+printf '"a"\n\n"b"\n' | "$bin" tokenize --tokenizer "$tok" >"$tmp/aligned.jsonl"
+check "tokenize: a blank line keeps the lines aligned" test "$(sed -n 2p "$tmp/aligned.jsonl")" = "" -a "$(wc -l <"$tmp/aligned.jsonl")" -eq 3
 exit $fail

@@ -33,6 +33,7 @@ struct GenerateOpts {
   std::string tokenizer_dir;   // tokenizer.json (+ tokenizer_config.json); empty = model_dir
   std::string prompt;          // prompt text (raw, or the user message with --chat)
   bool chat = false;           // wrap the prompt as one user message with the chat template
+  bool no_thinking = false;    // --chat: render with enable_thinking=false (Qwen3: empty think block)
   int max_new_tokens = 256;    // cap on generated tokens
   float temperature = 1.0f;    // 0 = greedy
   float top_p = 1.0f;          // nucleus mass in (0, 1]
@@ -56,8 +57,10 @@ int run_generate(const GenerateOpts& o) {
                                               << " has no chat_template (tokenizer_config.json); "
                                                  "drop --chat or point --tokenizer at an instruct model");
     json messages = json::array({json{{"role", "user"}, {"content", o.prompt}}});
+    text::RenderOptions ro;
+    ro.enable_thinking = !o.no_thinking;
     prompt_text = text::ChatTemplate::from_template_text(tok.chat_template())
-                      .render(messages, json(), /*add_generation_prompt=*/true);
+                      .render(messages, json(), /*add_generation_prompt=*/true, ro);
   }
   const TokenIds prompt_ids = tok.encode(prompt_text);
   AGENTR1_CHECK(!prompt_ids.empty(), "--prompt encodes to zero tokens; give a non-empty prompt");
@@ -123,6 +126,9 @@ agentr1::cli::Registrar reg("generate", "Sample a completion from a model direct
   app.add_option("--tokenizer", o->tokenizer_dir, "Tokenizer directory (default: the model directory)");
   app.add_option("--prompt", o->prompt, "Prompt text")->required();
   app.add_flag("--chat", o->chat, "Render the prompt as one user message with the chat template");
+  app.add_flag("--no-thinking", o->no_thinking,
+               "--chat: render with enable_thinking=false (Qwen3 appends an empty think block; the built-in "
+               "model was trained that way)");
   app.add_option("--max-new-tokens", o->max_new_tokens, "Max generated tokens")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

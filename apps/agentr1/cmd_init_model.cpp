@@ -41,6 +41,7 @@ struct InitModelOpts {
   std::string dtype = "fp32";         // storage dtype: fp32 | bf16 | fp16
   uint64_t seed = 0;                  // weight-init seed
   std::string out;                    // output directory
+  bool overwrite = false;             // replace a model already in --out
 };
 
 json read_json_file(const fs::path& p) {
@@ -132,6 +133,14 @@ int run_init_model(const InitModelOpts& o) {
   const at::ScalarType dtype = m::parse_dtype(o.dtype);
   cfg.validate();
 
+  for (const char* f : {"config.json", "model.safetensors"})
+    if (fs::exists(fs::path(o.out) / f) && !o.overwrite)
+      throw Error("--out " + o.out + " already holds a model (" + f +
+                  "); HINT: --overwrite to replace it (its tokenizer files too), or another --out");
+  if (o.overwrite && o.tokenizer.empty()) {
+    // A stale tokenizer next to new weights would not match their vocabulary.
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) fs::remove(fs::path(o.out) / f);
+  }
   m::Transformer model = m::init_random(cfg, o.seed);
   m::save_pretrained(model, o.out, dtype);
   if (!o.tokenizer.empty()) {
@@ -167,6 +176,7 @@ agentr1::cli::Registrar reg("init-model", "Write a randomly initialised model (H
   app.add_option("--dtype", o->dtype, "fp32 | bf16 | fp16 (storage)")->capture_default_str();
   app.add_option("--seed", o->seed, "init seed")->capture_default_str();
   app.add_option("--out", o->out, "output directory")->required();
+  app.add_flag("--overwrite", o->overwrite, "replace a model already in --out (and its tokenizer files)");
   return [o]() { return run_init_model(*o); };
 });
 

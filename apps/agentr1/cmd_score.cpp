@@ -57,6 +57,10 @@ int run_score(const ScoreOpts& o) {
                     std::to_string(vocab) + ")");
       ids.push_back(id);
     }
+    const int64_t max_pos = model->config().max_position_embeddings;
+    if (static_cast<int64_t>(ids.size()) > max_pos)
+      throw Error(where + ": " + std::to_string(ids.size()) + " tokens, more than the model's max_position_embeddings " +
+                  std::to_string(max_pos) + " (positions past it were never trained); shorten the sequence");
     json out = json::array();
     if (ids.size() >= 2) {
       at::Tensor t = at::from_blob(ids.data(), {1, static_cast<int64_t>(ids.size())}, at::kLong);

@@ -4,8 +4,9 @@
 //   echo '[9707,1879]'   | agentr1 tokenize --tokenizer models/qwen3 --decode
 //
 // Reads one JSON value per line on stdin (a string to encode, or with --decode an array
-// of ids) and prints one JSON line per input line. A bad line stops with a one-line
-// error naming the line number (exit code 1).
+// of ids) and prints one JSON line per input line; a blank input line gives a blank
+// output line, so output line N always answers input line N. A bad line stops with a
+// one-line error naming the line number (exit code 1).
 #include <iostream>
 #include <memory>
 #include <string>
@@ -34,7 +35,10 @@ int run_tokenize(const TokenizeOpts& o) {
   while (std::getline(std::cin, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank line
+    if (line.find_first_not_of(" \t") == std::string::npos) {  // blank: keep the lines aligned
+      std::cout << '\n';
+      continue;
+    }
     json v;
     try {
       v = json::parse(line);

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/log.h"
 #include "command.h"
 
@@ -39,6 +40,26 @@ int main(int argc, char** argv) {
     runs[sub] = spec.setup(*sub);
   }
   std::string cmd_name = "agentr1";
+  // An unknown first word: name it and the nearest command (CLI11 would only say that a
+  // subcommand is required).
+  if (argc >= 2 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    std::string nearest, known;
+    size_t best = static_cast<size_t>(-1);
+    bool found = false;
+    for (const auto& spec : specs) {
+      found = found || spec.name == word;
+      known += (known.empty() ? "" : ", ") + spec.name;
+      const size_t d = edit_distance(word, spec.name);
+      if (d < best) best = d, nearest = spec.name;
+    }
+    if (!found) {
+      const std::string hint = best <= 2 ? "did you mean '" + nearest + "'? " : "";
+      std::fprintf(stderr, "agentr1: error: unknown command '%s'; %scommands: %s (see --help)\n", word.c_str(),
+                   hint.c_str(), known.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

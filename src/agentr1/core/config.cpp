@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -136,7 +137,19 @@ json scalar_with_tag(const std::string& text, const std::string& tag, const YAML
               "'; only !!str, !!int, !!float, !!bool and !!null are understood");
 }
 
-json node_to_json(const YAML::Node& n) {
+// Limits of a config tree: aliases make YAML a graph, and a self-referencing one
+// (`a: &x [*x]`) or an alias bomb would otherwise recurse without end or explode.
+constexpr int kMaxYamlDepth = 64;
+constexpr int64_t kMaxYamlNodes = 1000000;
+
+json node_to_json(const YAML::Node& n, int depth, int64_t& nodes) {
+  AGENTR1_CHECK(depth <= kMaxYamlDepth,
+                "YAML " << mark_text(n.Mark()) << ": nested deeper than " << kMaxYamlDepth
+                        << " levels; HINT: an alias that refers to itself (e.g. `a: &x [*x]`) cannot be "
+                           "expanded, write the value out instead");
+  AGENTR1_CHECK(++nodes <= kMaxYamlNodes, "YAML " << mark_text(n.Mark()) << ": more than " << kMaxYamlNodes
+                                                   << " values (aliases expanded); a config is far smaller: "
+                                                      "HINT: check for aliases that repeat each other");
   switch (n.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -145,7 +158,7 @@ json node_to_json(const YAML::Node& n) {
       return scalar_with_tag(n.Scalar(), n.Tag(), n.Mark());
     case YAML::NodeType::Sequence: {
       json a = json::array();
-      for (const auto& item : n) a.push_back(node_to_json(item));
+      for (const auto& item : n) a.push_back(node_to_json(item, depth + 1, nodes));
       return a;
     }
     case YAML::NodeType::Map: {
@@ -159,12 +172,17 @@ json node_to_json(const YAML::Node& n) {
         const std::string key = k.IsNull() ? std::string("null") : k.Scalar();
         AGENTR1_CHECK(!o.contains(key), "YAML " << mark_text(k.Mark()) << ": duplicate key '"
                                                  << key << "'; each key may appear once per map");
-        o[key] = node_to_json(kv.second);
+        o[key] = node_to_json(kv.second, depth + 1, nodes);
       }
       return o;
     }
   }
   return nullptr;
+}
+
+json node_to_json(const YAML::Node& n) {
+  int64_t nodes = 0;
+  return node_to_json(n, 0, nodes);
 }
 
 // ---------- emitter ----------
@@ -411,6 +429,8 @@ json yaml_to_json(const std::string& yaml_text) {
 }
 
 json load_yaml_file(const std::string& path) {
+  AGENTR1_CHECK(!std::filesystem::is_directory(path),
+                "config file '" << path << "' is a directory; HINT: name a YAML file (--config FILE)");
   std::ifstream in(path, std::ios::binary);
   AGENTR1_CHECK(in, "cannot open config file '" << path << "'; check the path (--config FILE)");
   std::ostringstream ss;

@@ -252,6 +252,33 @@ TEST(YamlToJson, LoadFileAndMissingFile) {
   std::remove(path.c_str());
   m = error_of([] { load_yaml_file("/nonexistent/dir/x.yaml"); });
   EXPECT_HAS(m, "cannot open config file '/nonexistent/dir/x.yaml'");
+  m = error_of([] { load_yaml_file(::testing::TempDir()); });
+  EXPECT_HAS(m, "is a directory");
+}
+
+// Aliases make YAML a graph: one that refers to itself, or a bomb of aliases, is an
+// error naming the place, never a crash (both in files and in override values).
+TEST(YamlToJson, SelfReferencingAliasesAndAliasBombsAreErrors) {
+  std::string m = error_of([] { yaml_to_json("a: &x [*x]\n"); });
+  EXPECT_HAS(m, "nested deeper than 64 levels");
+  EXPECT_HAS(m, "line 1");
+  EXPECT_HAS(m, "alias that refers to itself");
+  m = error_of([] { yaml_to_json("a: &x {b: *x}\n"); });
+  EXPECT_HAS(m, "nested deeper than 64 levels");
+  // 10 levels of 10 aliases each: 10^10 values once expanded.
+  std::string bomb = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 9; ++i) {
+    bomb += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) bomb += (k ? ", *l" : "*l") + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  m = error_of([&] { yaml_to_json(bomb); });
+  EXPECT_HAS(m, "more than 1000000 values");
+  // Aliases that expand to a sane tree still work.
+  EXPECT_EQ(yaml_to_json("a: &x [1, 2]\nb: *x\n"), json::parse(R"({"a": [1, 2], "b": [1, 2]})"));
+  json tree = json::object();
+  m = error_of([&] { apply_override(tree, "+a=[&x [*x]]"); });
+  EXPECT_HAS(m, "nested deeper than 64 levels");
 }
 
 // ---------------------------------------------------------------- to_yaml round trip

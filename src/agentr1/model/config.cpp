@@ -187,6 +187,20 @@ void ModelConfig::validate() const {
   positive("num_key_value_heads", num_key_value_heads);
   positive("head_dim", head_dim);
   positive("max_position_embeddings", max_position_embeddings);
+  // Sizes beyond any real model (an extra digit, a corrupt config.json) fail here with
+  // the key, not later as a failed allocation or an overflowing byte count.
+  auto at_most = [](const char* key, int64_t v, int64_t limit) {
+    AGENTR1_CHECK(v <= limit, "model config: '" << key << "' is " << v << ", more than " << limit
+                                                << " (larger than any model this loader supports); check the value");
+  };
+  at_most("vocab_size", vocab_size, int64_t{1} << 24);
+  at_most("hidden_size", hidden_size, int64_t{1} << 17);
+  at_most("intermediate_size", intermediate_size, int64_t{1} << 19);
+  at_most("num_hidden_layers", num_hidden_layers, 1024);
+  at_most("num_attention_heads", num_attention_heads, 1024);
+  at_most("num_key_value_heads", num_key_value_heads, 1024);
+  at_most("head_dim", head_dim, int64_t{1} << 14);
+  at_most("max_position_embeddings", max_position_embeddings, int64_t{1} << 24);
   AGENTR1_CHECK(num_attention_heads % num_key_value_heads == 0,
                 "model config: 'num_key_value_heads' (" << num_key_value_heads
                     << ") must divide 'num_attention_heads' (" << num_attention_heads << ")");
