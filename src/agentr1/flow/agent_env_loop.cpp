@@ -1,6 +1,5 @@
 #include "agentr1/flow/agent_env_loop.h"
 
-#include <set>
 
 #include "agentr1/core/error.h"
 #include "agentr1/env/agent_env.h"
@@ -46,30 +45,36 @@ Trajectory AgentEnvLoop::run(const Sample& sample, const FlowContext& ctx, const
   return b.finish(sample);
 }
 
+SampleChecker::SampleChecker(const FlowContext& ctx, const FlowOptions& opts) : ctx_(ctx), opts_(opts) {
+  render_options_.enable_thinking = opts.enable_thinking;
+}
+
+void SampleChecker::check(const Sample& s) {
+  const std::string agent = s.agent_name.empty() ? opts_.default_agent : s.agent_name;
+  make_flow_for(s, opts_);        // an unknown agent lists the known flows and envs
+  reward_fn_name_for(s, opts_);   // an unknown data_source lists the reward functions
+  if (has_flow(agent)) return;
+  const json kwargs = merge_env_kwargs(opts_.env_kwargs, s.env_kwargs);
+  if (!seen_.insert(agent + "\n" + kwargs.dump()).second) return;
+  env::EnvContext ectx;
+  ectx.tokenizer = ctx_.tokenizer;
+  ectx.chat_template = ctx_.chat_template;
+  ectx.pool = ctx_.tool_pool;
+  ectx.render_options = &render_options_;
+  ectx.generator = ctx_.generator;
+  ectx.sampling = opts_.sampling;
+  with_context("env '" + agent + "' (rollout.env_kwargs merged with the row's env_kwargs)",
+               [&] { return env::make_env(agent, ectx, kwargs); });
+}
+
 void check_env_setup(const std::vector<Sample>& samples, const FlowContext& ctx, const FlowOptions& opts,
                      const std::string& what) {
-  text::RenderOptions ro;
-  ro.enable_thinking = opts.enable_thinking;
-  env::EnvContext ectx;
-  ectx.tokenizer = ctx.tokenizer;
-  ectx.chat_template = ctx.chat_template;
-  ectx.pool = ctx.tool_pool;
-  ectx.render_options = &ro;
-  ectx.generator = ctx.generator;
-  ectx.sampling = opts.sampling;
-  std::set<std::string> seen;
-  for (size_t i = 0; i < samples.size(); ++i) {
-    const Sample& s = samples[i];
-    const std::string agent = s.agent_name.empty() ? opts.default_agent : s.agent_name;
-    if (has_flow(agent)) continue;
-    const std::string where = what + " sample " + std::to_string(i);
-    const json kwargs = with_context(where, [&] { return merge_env_kwargs(opts.env_kwargs, s.env_kwargs); });
-    if (!seen.insert(agent + "\n" + kwargs.dump()).second) continue;
-    with_context(where + ": env '" + agent + "' (rollout.env_kwargs merged with the row's env_kwargs)", [&] {
-      make_flow_for(s, opts);  // an unknown agent lists the known flows and envs
-      return env::make_env(agent, ectx, kwargs);
+  SampleChecker checker(ctx, opts);
+  for (size_t i = 0; i < samples.size(); ++i)
+    with_context(what + " sample " + std::to_string(i), [&] {
+      checker.check(samples[i]);
+      return 0;
     });
-  }
 }
 
 }  // namespace agentr1::flow

@@ -12,10 +12,12 @@
 // outcome reward and metrics come from TrajectoryBuilder::finish.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "agentr1/flow/agent_flow.h"
+#include "agentr1/text/chat_template.h"
 
 namespace agentr1::flow {
 
@@ -31,12 +33,27 @@ class AgentEnvLoop : public AgentFlow {
   std::string env_name_;
 };
 
+// Start-up check of one sample: its agent resolves (make_flow_for), its reward function
+// resolves (reward_fn_name_for), and for an env agent the env is constructed with the
+// merged env kwargs as a run would construct it (options, tools, context policy),
+// without running it. Throws Error with the env's own message (the key and the rule).
+// One construction per distinct (env, kwargs): `seen` remembers them across calls.
+class SampleChecker {
+ public:
+  SampleChecker(const FlowContext& ctx, const FlowOptions& opts);
+  void check(const Sample& sample);
+
+ private:
+  const FlowContext& ctx_;
+  const FlowOptions& opts_;
+  text::RenderOptions render_options_;
+  std::set<std::string> seen_;
+};
+
 // Start-up check of a data set: for every distinct (env, merged env kwargs) among the
-// samples that an env loop runs (make_flow_for's rule; registered flows are skipped), the
-// env is constructed as a run would construct it (options, tools, context policy), without
-// running it. `what` names the data set in errors, e.g. "data.train". Throws Error with
-// the first failing sample's index, the env and the env's own message (the key and the
-// rule), so a bad rollout.env_kwargs or dataset row fails before the first rollout.
+// samples (SampleChecker::check on each). `what` names the data set in errors, e.g. "the
+// training set". Throws Error with the first failing sample's index and the check's
+// message, so a bad rollout.env_kwargs or dataset row fails before the first rollout.
 void check_env_setup(const std::vector<Sample>& samples, const FlowContext& ctx, const FlowOptions& opts,
                      const std::string& what);
 

@@ -366,6 +366,12 @@ TEST_F(LoopTest, EnvSetupIsCheckedBeforeTheFirstRollout) {
   rows[2].agent_name = "robot";
   e = error_of(o);
   EXPECT_NE(e.find("unknown agent 'robot'"), std::string::npos) << e;
+  rows[2].agent_name = "";
+  rows[2].data_source = "nope";
+  rows[2].reward_style = "nope";
+  e = error_of(o);
+  EXPECT_NE(e.find("sample 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("no reward function for data_source 'nope'"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -65,7 +65,11 @@ std::vector<json> read_jsonl_rows(const std::string& path, const JsonlReadOption
 
 std::vector<Sample> load_jsonl(const std::string& path, const JsonlReadOptions& opts, int64_t* skipped) {
   std::vector<Sample> samples;
-  for_each_row(path, opts, skipped, [&](json& row, int64_t) { samples.push_back(Sample::from_json(row)); });
+  for_each_row(path, opts, skipped, [&](json& row, int64_t) {
+    Sample s = Sample::from_json(row);
+    if (opts.check) opts.check(s);
+    samples.push_back(std::move(s));
+  });
   return samples;
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ namespace agentr1::tasks {
 
 struct JsonlReadOptions {
   bool skip_bad_rows = false;  // true: log a warning per malformed row and skip it; false: throw
+  // load_jsonl only: called on every parsed Sample; throwing rejects the row like a
+  // malformed one ("<path>:<line>: ...", or skipped with skip_bad_rows). E.g. the
+  // trainer checks that the row's env, tools, context policy and reward resolve.
+  std::function<void(const Sample&)> check;
 };
 
 // Every non-blank line parsed as JSON. A malformed line throws Error "<path>:<line>: ..."

@@ -93,6 +93,26 @@ TEST(Dataset, WriteThenLoadRoundTrips) {
   EXPECT_EQ(lines, 20);
 }
 
+// A row check (the trainer's: env, tools, context, reward) rejects rows like a parse
+// error: file:line in the message, or skipped and counted with skip_bad_rows.
+TEST(Dataset, RowCheckRejectsRowsWithFileAndLine) {
+  auto row = [](const std::string& source) {
+    return R"({"prompt": [{"role": "user", "content": "hi"}], "data_source": ")" + source +
+           R"(", "reward_model": {"style": "rule", "ground_truth": "1"}})";
+  };
+  const std::string path = temp_file("checked.jsonl", row("ok") + "\n" + row("nope") + "\n" + row("ok") + "\n");
+  JsonlReadOptions o;
+  o.check = [](const Sample& s) {
+    if (s.data_source == "nope") throw Error("no reward function for data_source 'nope'");
+  };
+  const std::string e = error_of([&] { load_jsonl(path, o); });
+  EXPECT_NE(e.find(path + ":2: no reward function for data_source 'nope'"), std::string::npos) << e;
+  o.skip_bad_rows = true;
+  int64_t skipped = -1;
+  EXPECT_EQ(load_jsonl(path, o, &skipped).size(), 2u);
+  EXPECT_EQ(skipped, 1);
+}
+
 TEST(Dataset, MalformedLinesNameFileAndLine) {
   const std::string good =
       R"({"prompt": [{"role": "user", "content": "hi"}], "reward_model": {"style": "rule", "ground_truth": "1"}})";

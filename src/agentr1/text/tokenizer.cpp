@@ -212,6 +212,9 @@ std::shared_ptr<Tokenizer::Impl> build(const J& tj, const json& config) {
   }
 
   // Decode tables.
+  AGENTR1_CHECK(m.bpe.id_limit() > 0,
+                "tokenizer.json: model.vocab is empty; a BPE tokenizer needs its vocabulary (HINT: the file is "
+                "truncated or not a tokenizer.json)");
   m.vocab_size = m.bpe.id_limit();
   for (const AddedToken& t : m.added) m.vocab_size = std::max(m.vocab_size, t.id + 1);
   m.id_bytes.assign(static_cast<size_t>(m.vocab_size), std::string());

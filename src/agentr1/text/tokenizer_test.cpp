@@ -370,6 +370,12 @@ TEST(Tokenizer, MalformedJsonGivesClearErrors) {
   EXPECT_NE(e.find("WordPiece"), std::string::npos) << e;
 
   j = tiny_tokenizer_json();
+  j["model"]["vocab"] = json::object();
+  j["model"]["merges"] = json::array();
+  e = error_of(j);
+  EXPECT_NE(e.find("model.vocab is empty"), std::string::npos) << e;
+
+  j = tiny_tokenizer_json();
   j["model"]["vocab"]["dup"] = 3;
   e = error_of(j);
   EXPECT_NE(e.find("id 3 is used twice"), std::string::npos) << e;

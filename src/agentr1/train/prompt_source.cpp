@@ -36,10 +36,12 @@ std::vector<Sample> PromptSource::batch(int64_t step) const {
 namespace {
 
 std::vector<Sample> load_or_generate(const std::string& files, const DataOptions& d, const tasks::TaskFamily& family,
-                                     tasks::DataSplit split, int64_t n, uint64_t seed) {
+                                     tasks::DataSplit split, int64_t n, uint64_t seed,
+                                     const std::function<void(const Sample&)>& check) {
   if (!files.empty()) {
     tasks::JsonlReadOptions ro;
     ro.skip_bad_rows = d.skip_bad_rows;
+    ro.check = check;
     auto rows = tasks::load_jsonl(files, ro);
     AGENTR1_CHECK(!rows.empty(), "dataset '" << files << "' has no samples");
     return rows;
@@ -50,11 +52,12 @@ std::vector<Sample> load_or_generate(const std::string& files, const DataOptions
 
 }  // namespace
 
-RunDatasets load_datasets(const DataOptions& d, const tasks::TaskFamily& family) {
+RunDatasets load_datasets(const DataOptions& d, const tasks::TaskFamily& family,
+                          const std::function<void(const Sample&)>& check) {
   RunDatasets out;
   const uint64_t seed = static_cast<uint64_t>(d.seed);
-  out.train = load_or_generate(d.train_files, d, family, tasks::DataSplit::kTrain, d.train_size, seed);
-  out.val = load_or_generate(d.val_files, d, family, tasks::DataSplit::kTest, d.val_size, seed + 1000003);
+  out.train = load_or_generate(d.train_files, d, family, tasks::DataSplit::kTrain, d.train_size, seed, check);
+  out.val = load_or_generate(d.val_files, d, family, tasks::DataSplit::kTest, d.val_size, seed + 1000003, check);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "agentr1/core/trajectory.h"
@@ -39,6 +40,9 @@ struct RunDatasets {
 };
 
 // Throws Error naming the file (bad rows, no rows) or the family's error.
-RunDatasets load_datasets(const DataOptions& data, const tasks::TaskFamily& family);
+// check (may be empty) runs on every row read from a file (tasks::JsonlReadOptions::check:
+// a failing row is reported with file:line, or skipped with data.skip_bad_rows).
+RunDatasets load_datasets(const DataOptions& data, const tasks::TaskFamily& family,
+                          const std::function<void(const Sample&)>& check = {});
 
 }  // namespace agentr1::train

@@ -87,10 +87,16 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   ctx_.stop_token_ids = flow::default_stop_token_ids(*tokenizer_);
   // Data: the task family generates what no file gives.
   const auto family = with_context("data.task", [&] { return tasks::make_task_family(c.data.task, c.data.task_kwargs); });
-  RunDatasets data = load_datasets(c.data, *family);
-  // Env options (rollout.env_kwargs and the rows' own) fail here, before any rollout.
-  flow::check_env_setup(data.train, ctx_, c.rollout.flow, "the training set");
-  flow::check_env_setup(data.val, ctx_, c.rollout.flow, "the validation set");
+  // Every row's agent, env options (rollout.env_kwargs and its own), tools, context
+  // policy and reward function are checked here, before any rollout: rows read from
+  // files with file:line (skipped under data.skip_bad_rows), generated ones by index.
+  flow::SampleChecker checker(ctx_, c.rollout.flow);
+  RunDatasets data = load_datasets(c.data, *family, [&](const Sample& s) { checker.check(s); });
+  if (c.data.train_files.empty()) flow::check_env_setup(data.train, ctx_, c.rollout.flow, "the training set");
+  if (c.data.val_files.empty()) flow::check_env_setup(data.val, ctx_, c.rollout.flow, "the validation set");
+  AGENTR1_CHECK(!data.train.empty() && !data.val.empty(),
+                "no " << (data.train.empty() ? "training" : "validation")
+                      << " samples left after skipping bad rows (data.skip_bad_rows); fix the rows");
   val_set_ = std::move(data.val);
   std::string dir = c.trainer.output_dir;
   if (dir.empty())
@@ -114,6 +120,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   ao.temperature = c.rollout.flow.sampling.temperature;  // score what the sampler drew from
   learner_ = std::make_unique<Learner>(policy_, reference, std::move(critic), ao, device_);
   logger_ = std::make_unique<StepLogger>(*run_dir_, *tokenizer_, c.trainer.dump_trajectories, c.trainer.progress);
+  health_ = std::make_unique<HealthMonitor>(c.trainer.health);
   checkpointer_ = std::make_unique<Checkpointer>(run_dir_->file("checkpoints"), path, policy_,
                                                  learner_->actor().optimizer(), learner_->critic());
 }
@@ -240,15 +247,24 @@ RunSummary RLTrainer::run(RunMode mode) {
     m["timing/step"] = seconds_since(t_step);
     logger_->dump_step(step, trajs, adv, dump_columns);
     if (c.trainer.test_freq > 0 && step % c.trainer.test_freq == 0 && step != total) merge_into(m, validate(step).metrics());
+    const std::vector<std::string> unhealthy = health_->check(step, m);
     // Logged before the checkpoint: a resume cuts what comes after its checkpoint, so a
     // crash in between costs the step, never its line.
     logger_->metrics(step, m);
     logger_->progress(step, total, m, seconds_since(t_step));
-    const bool stop = stop_flag_ != nullptr && stop_flag_->load() != 0;
+    const bool signalled = stop_flag_ != nullptr && stop_flag_->load() != 0;
+    const bool health_stop = health_->should_stop(unhealthy);
+    const bool stop = (signalled || health_stop) && step < total;
     if ((c.trainer.save_freq > 0 && step % c.trainer.save_freq == 0) || step == total || stop) save_checkpoint(step);
     summary.steps = step;
-    if (stop && step < total) {
-      throw StopRequested("stopped at step " + std::to_string(step) + " of " + std::to_string(total) +
+    if (stop) {
+      std::string why = "stopped";
+      if (health_stop) {
+        why = "health monitor";
+        for (const auto& u : unhealthy) why += " " + u;
+        why += " (trainer.health.stop_on) stopped the run";
+      }
+      throw StopRequested(why + " at step " + std::to_string(step) + " of " + std::to_string(total) +
                               " (checkpoint saved in " + checkpointer_->dir() + "/" + step_name(step) +
                               "); resume with the same command and --resume (trainer.output_dir=" +
                               run_dir_->path() + ")",

@@ -37,6 +37,7 @@
 #include "agentr1/train/advantages.h"
 #include "agentr1/train/checkpoint.h"
 #include "agentr1/train/evaluate.h"
+#include "agentr1/train/health.h"
 #include "agentr1/train/learner.h"
 #include "agentr1/train/prompt_source.h"
 #include "agentr1/train/rollout_source.h"
@@ -92,6 +93,7 @@ class RLTrainer {
   // A flag set asynchronously (e.g. by a SIGINT handler; 0 = keep going). It is read
   // at the end of each step, the next safe point: the step is logged, a checkpoint is
   // written (unless that step just saved one) and StopRequested is thrown. Not owned.
+  // A health monitor listed in trainer.health.stop_on stops the run the same way.
   void set_stop_flag(const std::atomic<int>* flag) { stop_flag_ = flag; }
   // For messages: how to resume (the run directory).
   const std::string& run_dir() const { return run_dir_->path(); }
@@ -120,6 +122,7 @@ class RLTrainer {
   std::unique_ptr<AdvantagePhase> advantages_;
   std::unique_ptr<StepLogger> logger_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<HealthMonitor> health_;
   const std::atomic<int>* stop_flag_ = nullptr;
 };
 

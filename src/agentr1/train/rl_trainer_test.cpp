@@ -419,6 +419,35 @@ TEST(RLTrainerCrashSafety, StopRequestCheckpointsAndResumes) {
   fs::remove_all(dir);
 }
 
+// A health monitor in trainer.health.stop_on stops the run like Ctrl-C: logged, a
+// checkpoint, StopRequested naming the monitor. (Entropy is always below 1e9.)
+TEST(RLTrainerCrashSafety, HealthMonitorInStopOnStopsTheRunCleanly) {
+  const std::string dir = make_tiny_model_dir();
+  const std::string run = dir + "/run";
+  json tree = tiny_run_tree(dir, {"trainer.total_steps=3", "trainer.health.entropy_min=1e9",
+                                  "trainer.health.stop_on=[entropy_collapse]"});
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    try {
+      t.run(RunMode::kFresh);
+      FAIL() << "expected StopRequested";
+    } catch (const StopRequested& e) {
+      EXPECT_EQ(e.step, 1);
+      EXPECT_NE(std::string(e.what()).find("health monitor entropy_collapse"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_000001/model.safetensors"));
+  const std::vector<json> lines = read_jsonl(run + "/metrics.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["health/entropy_collapse"], 1.0);
+  EXPECT_EQ(lines[1]["health/nan"], 0.0);
+  // Unknown monitor names fail in the config.
+  json bad = tiny_run_tree(dir, {"trainer.health.stop_on=[entropy]"});
+  const std::string e = error_of([&] { load_train_config(bad); });
+  EXPECT_NE(e.find("trainer.health: health option 'stop_on': unknown monitor 'entropy'"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
 // RunDir's resume helpers on hand-written files.
 TEST(RLTrainerCrashSafety, RunDirCutsLinesAndDumpsAfterAStep) {
   const std::string dir = make_tiny_model_dir();

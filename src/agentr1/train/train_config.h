@@ -19,6 +19,7 @@
 #include "agentr1/flow/agent_flow.h"
 #include "agentr1/train/actor.h"
 #include "agentr1/train/critic.h"
+#include "agentr1/train/health.h"
 
 namespace agentr1::train {
 
@@ -127,6 +128,7 @@ struct TrainerOptions {
   int tool_threads = 4;           // tool execution pool
   int dump_trajectories = 16;     // trajectories dumped per step (0 = none, -1 = all)
   bool progress = true;           // progress line on stderr
+  HealthOptions health;           // per-step health monitors (health.h)
   template <class V>
   void visit(V& v) {
     v.field("total_steps", total_steps, "RL steps");
@@ -141,6 +143,7 @@ struct TrainerOptions {
     v.field("tool_threads", tool_threads, "threads executing tool calls");
     v.field("dump_trajectories", dump_trajectories, "trajectories dumped per step (-1 = all)");
     v.field("progress", progress, "progress line on stderr");
+    v.section("health", health, "per-step health monitors: warnings, and stop_on for a clean stop");
   }
   void validate() const;
 };
