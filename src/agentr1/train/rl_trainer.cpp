@@ -246,7 +246,8 @@ RunSummary RLTrainer::run(RunMode mode) {
     merge_into(m, rollout_metrics(trajs, adv.result));
     m["timing/step"] = seconds_since(t_step);
     logger_->dump_step(step, trajs, adv, dump_columns);
-    if (c.trainer.test_freq > 0 && step % c.trainer.test_freq == 0 && step != total) merge_into(m, validate(step).metrics());
+    // The validation writes its own line (val/* metrics); the step line keeps the step's.
+    if (c.trainer.test_freq > 0 && step % c.trainer.test_freq == 0 && step != total) validate(step);
     const std::vector<std::string> unhealthy = health_->check(step, m);
     // Logged before the checkpoint: a resume cuts what comes after its checkpoint, so a
     // crash in between costs the step, never its line.
