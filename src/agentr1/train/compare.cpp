@@ -25,22 +25,44 @@ double metric(const json& j, const std::string& key, double fallback = NAN) {
   return it != j.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
-// Mean of critic/score/mean over the last `n` training-step lines of metrics.jsonl.
-double last_train_reward(const std::string& metrics_path, int n) {
+// The lines of a run's metrics.jsonl that have a numeric `key`, by step (a resumed run
+// may log a step twice: the last line wins). Throws Error if the file cannot be read.
+std::map<int64_t, json> lines_with(const std::string& metrics_path, const std::string& key) {
   std::ifstream f(metrics_path);
-  std::vector<double> v;
+  AGENTR1_CHECK(f.good(), "cannot read '" << metrics_path << "'");
+  std::map<int64_t, json> by_step;
   std::string line;
   while (std::getline(f, line)) {
     json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) continue;
-    const double s = metric(j, "critic/score/mean");
-    if (!std::isnan(s)) v.push_back(s);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+    if (std::isnan(metric(j, key))) continue;
+    const int64_t step = j["step"].get<int64_t>();
+    by_step[step] = std::move(j);
   }
-  if (v.empty()) return NAN;
-  const size_t k = std::min(v.size(), static_cast<size_t>(n));
+  return by_step;
+}
+
+// Mean of critic/score/mean over the last `n` training steps.
+double last_train_reward(const std::string& metrics_path, int n) {
+  const std::map<int64_t, json> steps = lines_with(metrics_path, "critic/score/mean");
+  if (steps.empty()) return NAN;
   double sum = 0;
-  for (size_t i = v.size() - k; i < v.size(); ++i) sum += v[i];
-  return sum / static_cast<double>(k);
+  int k = 0;
+  for (auto it = steps.rbegin(); it != steps.rend() && k < n; ++it, ++k) sum += metric(it->second, "critic/score/mean");
+  return sum / k;
+}
+
+// The names of a recipe's default list (`what`, e.g. "comparison recipe: default_methods"),
+// each checked against the table.
+std::vector<std::string> parse_default_names(const json& d, const MethodTable& table, const std::string& what) {
+  AGENTR1_CHECK(d.is_array() && !d.empty(), what << " must be a non-empty list of names, got " << describe_value(d));
+  std::vector<std::string> out;
+  for (const json& m : d) {
+    AGENTR1_CHECK(m.is_string(), what << " must list names (strings), got " << describe_value(m));
+    with_context(what, [&] { return method_overrides(table, m.get<std::string>()); });
+    out.push_back(m.get<std::string>());
+  }
+  return out;
 }
 
 std::string fmt(double x, int prec = 3) {
@@ -94,17 +116,8 @@ CompareRecipe parse_compare_recipe(const json& recipe) {
   AGENTR1_CHECK(recipe.contains("methods"), "comparison recipe: missing 'methods' (the method table)");
   CompareRecipe r;
   r.methods = with_context("comparison recipe: methods", [&] { return parse_method_table(recipe["methods"]); });
-  const json& d = recipe.contains("default_methods") ? recipe["default_methods"] : json();
-  AGENTR1_CHECK(d.is_array() && !d.empty(),
-                "comparison recipe: default_methods must be a non-empty list of method names, got "
-                    << describe_value(d));
-  for (const json& m : d) {
-    AGENTR1_CHECK(m.is_string(), "comparison recipe: default_methods must list method names (strings), got "
-                                     << describe_value(m));
-    const std::string name = m.get<std::string>();
-    with_context("comparison recipe: default_methods", [&] { return method_overrides(r.methods, name); });
-    r.default_methods.push_back(name);
-  }
+  r.default_methods = parse_default_names(recipe.contains("default_methods") ? recipe["default_methods"] : json(),
+                                          r.methods, "comparison recipe: default_methods");
   return r;
 }
 
@@ -129,14 +142,8 @@ ContextRecipe parse_context_recipe(const json& recipe) {
   });
   AGENTR1_CHECK(recipe.contains("contexts"), "context recipe: missing 'contexts' (name -> config overrides)");
   r.contexts = with_context("context recipe: contexts", [&] { return parse_method_table(recipe["contexts"]); });
-  const json& d = recipe.contains("default_contexts") ? recipe["default_contexts"] : json();
-  AGENTR1_CHECK(d.is_array() && !d.empty(),
-                "context recipe: default_contexts must be a non-empty list of context names, got " << describe_value(d));
-  for (const json& m : d) {
-    AGENTR1_CHECK(m.is_string(), "context recipe: default_contexts must list names (strings), got " << describe_value(m));
-    with_context("context recipe: default_contexts", [&] { return method_overrides(r.contexts, m.get<std::string>()); });
-    r.default_contexts.push_back(m.get<std::string>());
-  }
+  r.default_contexts = parse_default_names(recipe.contains("default_contexts") ? recipe["default_contexts"] : json(),
+                                           r.contexts, "context recipe: default_contexts");
   return r;
 }
 
@@ -146,17 +153,7 @@ const std::vector<std::string> kRunMeanKeys = {"env/prompt_tokens_mean/mean",   
                                                "env/num_turns/mean",              "env/response_length/mean"};
 
 std::map<std::string, double> read_run_means(const std::string& metrics_path, const std::vector<std::string>& keys) {
-  std::ifstream f(metrics_path);
-  AGENTR1_CHECK(f.good(), "cannot read '" << metrics_path << "'");
-  std::map<int64_t, json> by_step;  // a resumed run may log a step twice: keep the last
-  std::string line;
-  while (std::getline(f, line)) {
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
-    if (std::isnan(metric(j, "critic/score/mean"))) continue;  // a validation-only line
-    const int64_t step = j["step"].get<int64_t>();
-    by_step[step] = std::move(j);
-  }
+  const std::map<int64_t, json> by_step = lines_with(metrics_path, "critic/score/mean");  // training steps
   std::map<std::string, double> out;
   for (const auto& k : keys) {
     double sum = 0;
@@ -192,16 +189,8 @@ std::vector<std::string> method_overrides(const MethodTable& table, const std::s
 }
 
 std::vector<std::pair<int64_t, double>> read_validation_curve(const std::string& metrics_path) {
-  std::ifstream f(metrics_path);
-  AGENTR1_CHECK(f.good(), "cannot read '" << metrics_path << "'");
-  std::map<int64_t, double> by_step;  // a resumed run may validate a step twice: keep the last
-  std::string line;
-  while (std::getline(f, line)) {
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
-    const double s = metric(j, "val/success/greedy");
-    if (!std::isnan(s)) by_step[j["step"].get<int64_t>()] = s;
-  }
+  std::map<int64_t, double> by_step;
+  for (const auto& [step, j] : lines_with(metrics_path, "val/success/greedy")) by_step[step] = metric(j, "val/success/greedy");
   return {by_step.begin(), by_step.end()};
 }
 
