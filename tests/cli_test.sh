@@ -25,7 +25,7 @@ one_line_error_with_data_dir() {  # one_line_error_with_data_dir DIR ARGS... : a
   AGENTR1_DATA_DIR=$dir one_line_error "$@"
 }
 
-for cmd in train compare sft tokenize render init-model score generate; do
+for cmd in train compare sft play tokenize render init-model score generate; do
   check "$cmd --help" "$bin" "$cmd" --help >/dev/null
 done
 check "unknown command" one_line_error frobnicate
@@ -43,7 +43,7 @@ check "train: bad value" one_line_error train rollout.n=0
 check "train: moved key" one_line_error train data.min_level=2
 check "train: moved key names its new place" grep -q "data.task_kwargs.min_level" "$tmp/err"
 check "train: unknown task family" one_line_error train data.task=sudoku
-check "train: task family lists known" grep -q "known: arithmetic" "$tmp/err"
+check "train: task family lists known" grep -q "known: alfworld, arithmetic, hotpotqa, webshop" "$tmp/err"
 check "train: bad task option" one_line_error train ++data.task_kwargs.max_level=9
 if ! python3 -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   check "train: cuda without CUDA" one_line_error train trainer.device=cuda
@@ -61,6 +61,26 @@ check "compare --help: contexts from configs/contexts.yaml" grep -q "summarize_t
 check "train: --resume excludes --overwrite" one_line_error train --resume --overwrite
 check "compare: unknown key" one_line_error compare --methods grpo trainer.total_stepz=1 --out "$tmp/cmp"
 check "sft: bad digits" one_line_error sft --digits-per-token 4
+
+# play: every family's expert wins its episode; hand-typed actions; bad tasks and kwargs.
+last_reward() {  # last_reward FILE : the final JSON line has done=true and reward 1
+  python3 -c "import json,sys; r=json.loads(open('$1').read().splitlines()[-1]); sys.exit(0 if r['done'] and r['reward']==1 else 1)"
+}
+for task in arithmetic hotpotqa alfworld webshop; do
+  for split in train test; do
+    "$bin" play --task "$task" --expert --split $split --seed 5 >"$tmp/play.jsonl" 2>"$tmp/err" </dev/null
+    check "play $task --expert ($split) wins" last_reward "$tmp/play.jsonl"
+  done
+done
+check "play: unknown task" one_line_error play --task sudoku
+check "play: unknown task lists known" grep -q "known: alfworld, arithmetic, hotpotqa, webshop" "$tmp/err"
+check "play: bad kwarg" one_line_error play --task alfworld max_levl=2
+check "play: kwarg not key=value" one_line_error play --task alfworld max_level
+printf 'look\n\ninventory\nfly to the moon\n' | "$bin" play --task alfworld --seed 1 >"$tmp/hand.jsonl" 2>"$tmp/err"
+check "play: one JSON line per action (blank skipped)" test "$(wc -l <"$tmp/hand.jsonl")" -eq 4
+check "play: invalid command is feedback" bash -c "sed -n 4p '$tmp/hand.jsonl' | grep -q 'Nothing happens.'"
+printf 'search[something]\nclick[nothing here]\n' | "$bin" play --task webshop --seed 1 >"$tmp/hand.jsonl" 2>"$tmp/err"
+check "play webshop: actions give lines" test "$(wc -l <"$tmp/hand.jsonl")" -eq 3
 
 # Data files (configs/*.yaml, the Qwen3 chat template) come from the data dir, never
 # from the source tree: $AGENTR1_DATA_DIR, else share/agentr1 next to the binary.

@@ -1,7 +1,17 @@
-// agentr1 sft — supervised warm start on expert demonstrations of the calculator task.
+// agentr1 sft — supervised warm start on expert demonstrations.
+//
+//   agentr1 sft                                           # the built-in default model (arithmetic)
+//   agentr1 sft --model DIR --out OUT                     # fine-tune DIR on arithmetic demos
+//   agentr1 sft --model DIR --out OUT --task alfworld --task-kwargs '{"max_level": 2}'
+//   agentr1 sft --model DIR --out OUT --demos demos.jsonl
+//
+// With --task, the demonstrations come from that task family's expert and are replayed
+// through its agent under its recipe defaults (e.g. alfworld's sliding-window context),
+// so the SFT rows are what RL rollouts of that family will see.
 #include <iostream>
 #include <memory>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
 #include "agentr1/core/thread_pool.h"
@@ -16,6 +26,7 @@
 #include "agentr1/train/default_recipe.h"
 #include "agentr1/train/run_dir.h"
 #include "agentr1/train/sft.h"
+#include "agentr1/train/train_config.h"
 #include "command.h"
 #include "train_setup.h"
 
@@ -38,6 +49,8 @@ struct SftArgs {
   bool tools_in_prompt = false;
   std::string demo_style;
   std::string demo_contexts;  // JSON list of context policies ("" = none)
+  std::string task;           // --model only: the task family whose expert demonstrates
+  std::string task_kwargs;    // its data.task_kwargs as JSON ("" = {})
   int threads = 0;
   bool thinking = false;
   train::SftOptions sft;
@@ -82,8 +95,22 @@ int run_sft_cmd(SftArgs a) {
   text::ChatTemplate tmpl = text::ChatTemplate::from_template_text(tok.chat_template());
   model::Transformer policy = model::load_pretrained(a.model, at::kFloat, at::kCPU);
   std::vector<json> demos;
+  json env_kwargs = json::object();
   if (!a.demos_file.empty()) {
     demos = tasks::read_jsonl_rows(a.demos_file);
+  } else if (!a.task.empty()) {
+    json kw = json::object();
+    if (!a.task_kwargs.empty()) {
+      kw = json::parse(a.task_kwargs, nullptr, false);
+      AGENTR1_CHECK(kw.is_object(), "--task-kwargs must be a JSON object such as '{\"max_level\": 2}', got "
+                                        << a.task_kwargs);
+    }
+    const auto family = tasks::make_task_family(a.task, kw);
+    demos = family->demonstrations(a.num_demos, static_cast<uint64_t>(a.seed), tmpl, "<|im_end|>");
+    // Replay under the family's defaults for rollouts (context policy and other env kwargs).
+    json tree = train::default_train_tree();
+    apply_overrides(tree, family->recipe_defaults());
+    env_kwargs = tree["rollout"].value("env_kwargs", json::object());
   } else {
     // Expert demonstrations from the arithmetic task family, in the asked-for format.
     DefaultModelOptions spec;
@@ -99,8 +126,10 @@ int run_sft_cmd(SftArgs a) {
   flow::FlowOptions fo;
   fo.enable_thinking = a.thinking;
   fo.max_new_tokens = 512;
-  fo.max_prompt_tokens = 4096;
-  fo.max_steps = 64;  // a demonstration ends when its actions do
+  fo.max_prompt_tokens = 8192;
+  fo.max_response_tokens = 1 << 20;
+  fo.max_steps = 256;  // a demonstration ends when its actions do
+  fo.env_kwargs = env_kwargs;
   ThreadPool tool_pool(2);
   flow::FlowContext ctx;
   ctx.tokenizer = &tok;
@@ -155,6 +184,10 @@ Registrar reg("sft", "supervised fine-tuning on expert tool-use demonstrations",
   app.add_option("--demo-contexts", a->demo_contexts,
                  "built-in only: JSON list of context policies the demos are replayed under, round-robin "
                  "(e.g. '[\"append_only\", {\"type\": \"sliding_window\", \"keep_last\": 2}]')");
+  app.add_option("--task", a->task,
+                 "with --model: the task family whose expert demonstrates (arithmetic, hotpotqa, alfworld, "
+                 "webshop); the level flags above are arithmetic's");
+  app.add_option("--task-kwargs", a->task_kwargs, "with --task: the family's options as a JSON object");
   app.add_option("--vocab-size", a->vocab_size, "built-in only: BPE vocabulary size")->capture_default_str();
   app.add_option("--digits-per-token", a->digits_per_token,
                  "built-in only: 1 = one digit per token (Qwen), 3 = numbers in chunks of up to 3 digits")

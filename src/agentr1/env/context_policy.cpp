@@ -1,5 +1,7 @@
 #include "agentr1/env/context_policy.h"
 
+#include "agentr1/env/agent_env.h"
+
 #include <algorithm>
 #include <mutex>
 
@@ -33,6 +35,27 @@ void check_turn(const ContextTurn& turn) {
 
 }  // namespace
 
+std::unique_ptr<ContextPolicy> make_env_context_policy(const json& spec, const EnvContext& ctx,
+                                                       const text::RenderOptions& render_options,
+                                                       const std::string& env_name) {
+  return with_context(env_name + " env option 'context'", [&] {
+    ContextPolicyContext pc;
+    pc.tokenizer = ctx.tokenizer;
+    pc.chat_template = ctx.chat_template;
+    pc.render_options = render_options;
+    pc.generator = ctx.generator;
+    pc.sampling = ctx.sampling;
+    pc.seed = ctx.seed;
+    return make_context_policy(spec, pc);
+  });
+}
+
+TokenIds next_prompt_ids(const Observation& next, const ContextPolicy& policy, const text::Tokenizer& tokenizer) {
+  if (next.kind() == Observation::Kind::kTokens) return next.tokens();
+  if (next.kind() == Observation::Kind::kText) return tokenizer.encode(next.text(), /*allow_special=*/true);
+  throw Error("context policy '" + policy.name() + "' returned messages; environments expect tokens or text");
+}
+
 size_t trailing_special_count(const text::Tokenizer& tokenizer, const TokenIds& ids) {
   size_t n = 0;
   while (n < ids.size() && tokenizer.is_special(ids[ids.size() - 1 - n])) ++n;
@@ -60,12 +83,21 @@ std::string AppendOnlyPolicy::suffix_text(const ContextTurn& turn) const {
   for (size_t i = turn.assistant_index + 1; i < turn.messages.size(); ++i)
     b.push_back(turn.messages[i]);
 
-  // 2. Render both; the first must be a prefix of the second.
+  // 2. Render both. Everything before this turn must render the same in both (the
+  //    template does not rewrite earlier turns); the placeholder turn itself may differ
+  //    (Qwen3 renders a think block only in the last assistant turn after the last user
+  //    message): the sampled ids stand in for it either way.
+  json before = json::array();
+  for (size_t i = 0; i < turn.assistant_index; ++i) before.push_back(turn.messages[i]);
+  const std::string t0 = before.empty() ? std::string()
+                                        : chat_template_.render(before, turn.tools,
+                                                                /*add_generation_prompt=*/false,
+                                                                render_options_);
   const std::string ta = chat_template_.render(a, turn.tools, /*add_generation_prompt=*/false,
                                                render_options_);
   const std::string tb = chat_template_.render(b, turn.tools, /*add_generation_prompt=*/true,
                                                render_options_);
-  AGENTR1_CHECK(starts_with(tb, ta),
+  AGENTR1_CHECK(starts_with(ta, t0) && starts_with(tb, t0),
                 "append_only context: the chat template ("
                     << text::chat_family_name(chat_template_.family())
                     << ") rewrites earlier turns when the feedback is appended, so the "
@@ -74,12 +106,17 @@ std::string AppendOnlyPolicy::suffix_text(const ContextTurn& turn) const {
 
   // 3. What follows the assistant content.
   const size_t at = ta.rfind(kPlaceholder);
-  AGENTR1_CHECK(at != std::string::npos,
+  const size_t bt = tb.rfind(kPlaceholder);
+  AGENTR1_CHECK(at != std::string::npos && bt != std::string::npos,
                 "append_only context: the chat template did not render the assistant "
                 "turn's content; cannot locate where the assistant turn ends");
-  const size_t after = at + sizeof(kPlaceholder) - 1;
-  const std::string closing = ta.substr(after);
-  std::string suffix = tb.substr(after);
+  const std::string closing = ta.substr(at + sizeof(kPlaceholder) - 1);
+  std::string suffix = tb.substr(bt + sizeof(kPlaceholder) - 1);
+  AGENTR1_CHECK(starts_with(suffix, closing),
+                "append_only context: the chat template ("
+                    << text::chat_family_name(chat_template_.family())
+                    << ") closes the assistant turn differently when feedback follows; "
+                       "HINT: set env_kwargs.context=rerender (or sliding_window) for this template");
 
   // 4. Drop what the response's trailing special tokens already spelled.
   const TokenIds& ids = turn.action.ids;

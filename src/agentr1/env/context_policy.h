@@ -49,13 +49,19 @@
 //      message (content = a unique marker, reasoning_content = "-"): the sampled ids
 //      already spell the assistant turn, so only what the template puts AFTER it
 //      matters, and a placeholder with reasoning keeps the Qwen3 template from
-//      rendering the turn differently when it is last (think block) and not last.
-//   2. ta = render(A, tools, add_generation_prompt=false);
+//      rendering the turn differently when it is last (think block) and not last
+//      after tool feedback.
+//   2. t0 = render(messages[0 .. assistant_index), tools, add_generation_prompt=false);
+//      ta = render(A, tools, add_generation_prompt=false);
 //      tb = render(B, tools, add_generation_prompt=true).
-//      ta must be a prefix of tb, else Error (the template rewrites earlier turns, so
-//      no append-only context exists for it; use "rerender").
+//      t0 must be a prefix of ta and of tb, else Error (the template rewrites earlier
+//      turns, so no append-only context exists for it; use "rerender"). P itself may
+//      render differently in ta and tb: after user feedback (text games) Qwen3 drops
+//      the think block of an assistant turn that is no longer the last; the sampled ids
+//      replace P's rendering either way.
 //   3. closing = ta after the marker (Qwen: "<|im_end|>\n");
-//      suffix  = tb after the marker (closing + feedback turns + generation prompt).
+//      suffix  = tb after the marker (closing + feedback turns + generation prompt);
+//      suffix must start with closing, else Error.
 //   4. Drop from the front of the suffix the part of the closing that the response
 //      already produced: the longest run of TRAILING SPECIAL tokens of the response
 //      whose decoded text is a prefix of the closing. Ordinary tokens never count, so a
@@ -235,6 +241,18 @@ std::unique_ptr<ContextPolicy> make_context_policy(const std::string& name,
                                                    const text::ChatTemplate& chat_template,
                                                    const text::RenderOptions& render_options);
 std::vector<std::string> context_policy_names();  // sorted
+
+struct EnvContext;  // agent_env.h
+
+// What an environment does with its 'context' option: the policy built with the env's
+// tokenizer, template, render options, generator, sampling and seed. Errors are prefixed
+// "<env_name> env option 'context'".
+std::unique_ptr<ContextPolicy> make_env_context_policy(const json& spec, const EnvContext& ctx,
+                                                       const text::RenderOptions& render_options,
+                                                       const std::string& env_name);
+// The ids of a policy's next prompt: tokens verbatim, text encoded (special tokens
+// allowed). Throws Error for messages (environments expect tokens or text).
+TokenIds next_prompt_ids(const Observation& next, const ContextPolicy& policy, const text::Tokenizer& tokenizer);
 
 // The number of trailing ids of `ids` that are special tokens (e.g. 1 for a response
 // ending with <|im_end|>).

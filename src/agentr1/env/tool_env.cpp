@@ -175,16 +175,7 @@ ToolEnv::ToolEnv(const EnvContext& ctx, ToolEnvOptions options)
   if (!options_.tools_in_prompt) tools_schema_ = json();  // tools stay callable, unlisted
   format_ = with_context("tool env option 'tool_format'",
                          [&] { return text::make_tool_format(options_.tool_format); });
-  policy_ = with_context("tool env option 'context'", [&] {
-    ContextPolicyContext pc;
-    pc.tokenizer = ctx_.tokenizer;
-    pc.chat_template = ctx_.chat_template;
-    pc.render_options = render_options_;
-    pc.generator = ctx_.generator;
-    pc.sampling = ctx_.sampling;
-    pc.seed = ctx_.seed;
-    return make_context_policy(options_.context, pc);
-  });
+  policy_ = make_env_context_policy(options_.context, ctx_, render_options_, "tool");
 }
 
 ToolEnv::~ToolEnv() = default;
@@ -435,14 +426,7 @@ StepResult ToolEnv::step(const Action& action) {
   Observation next = policy_->next(turn);
   info["context_omitted_turns"] = static_cast<int64_t>(report.omitted_turns);
   result.side_steps = std::move(report.side_steps);
-  if (next.kind() == Observation::Kind::kTokens) {
-    prompt_ids_ = next.tokens();
-  } else if (next.kind() == Observation::Kind::kText) {
-    prompt_ids_ = ctx_.tokenizer->encode(next.text(), /*allow_special=*/true);
-  } else {
-    throw Error("context policy '" + policy_->name() +
-                "' returned messages; ToolEnv expects tokens or text");
-  }
+  prompt_ids_ = next_prompt_ids(next, *policy_, *ctx_.tokenizer);
   result.observation = std::move(next);
   result.reward = reward;
   result.done = false;

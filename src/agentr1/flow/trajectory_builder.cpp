@@ -15,7 +15,8 @@ namespace {
 constexpr uint64_t kSeedTurn = 0x7475726eULL;  // "turn": separates turn seeds
 
 const char* const kInfoCounters[] = {"tool_calls", "tool_errors", "tool_timeouts",
-                                     "malformed_calls", "unknown_tools", "context_omitted_turns"};
+                                     "malformed_calls", "unknown_tools", "context_omitted_turns",
+                                     "invalid_format"};
 const FinishReason kFinishReasons[] = {FinishReason::kStopToken, FinishReason::kStopString,
                                        FinishReason::kLength, FinishReason::kContextFull,
                                        FinishReason::kAborted};
@@ -154,8 +155,10 @@ std::string reward_fn_name_for(const Sample& sample, const FlowOptions& opts) {
     return sample.data_source;
   if (!sample.reward_style.empty() && tasks::has_reward_fn(sample.reward_style))
     return sample.reward_style;
+  if (sample.reward_style == kEnvReward) return kEnvReward;
   std::string known;
   for (const auto& n : tasks::reward_fn_names()) known += (known.empty() ? "" : ", ") + n;
+  known += std::string(known.empty() ? "" : ", ") + kEnvReward + " (reward style: the environment's)";
   throw Error("no reward function for data_source '" + sample.data_source + "' or reward style '" +
               sample.reward_style + "'; known: " + (known.empty() ? "(none registered)" : known) +
               ". HINT: set the flow option reward_fn, or call tasks::register_builtin_tasks()");
@@ -176,7 +179,15 @@ Trajectory TrajectoryBuilder::finish(const Sample& sample) {
     last_turn = &s;
     ++turns;
   }
-  if (last_turn != nullptr) {
+  if (fn_name == kEnvReward) {
+    // The environment scored the episode (text games): the sum of its game rewards.
+    double sum = 0;
+    for (const auto& s : steps_) {
+      auto it = s.info.find("game_reward");
+      if (it != s.info.end() && it->is_number()) sum += it->get<double>();
+    }
+    t.outcome_reward = static_cast<float>(sum);
+  } else if (last_turn != nullptr) {
     tasks::RewardFn fn = tasks::make_reward_fn(fn_name, opts_.reward_kwargs);
     t.outcome_reward = with_context("reward function '" + fn_name + "'", [&] {
       return fn(response_text(*last_turn), sample.ground_truth, sample.extra_info);

@@ -78,7 +78,8 @@ class TrajectoryBuilder {
   std::string response_text(const Step& step) const;
 
   // Outcome reward (the reward function on the last step's response text against the
-  // sample's ground truth; 0 when there are no steps) and metrics. Throws Error when no
+  // sample's ground truth; 0 when there are no steps; for kEnvReward the sum of the
+  // steps' game_reward) and metrics. Throws Error when no
   // reward function matches (see FlowOptions::reward_fn).
   Trajectory finish(const Sample& sample);
 
@@ -98,8 +99,14 @@ class TrajectoryBuilder {
   bool response_budget_exhausted_ = false;
 };
 
-// The reward function name for `sample` under `opts` (see FlowOptions::reward_fn).
-// Throws Error naming data_source, style and the known names when none matches.
+// The reserved reward name "env": the outcome reward is the sum of the steps'
+// info["game_reward"] (text games, env/text_game.h), not a function of the response.
+// Chosen by a sample's reward style "env" (when its data_source names no reward
+// function) or by FlowOptions::reward_fn = "env".
+inline constexpr const char* kEnvReward = "env";
+
+// The reward function name for `sample` under `opts` (see FlowOptions::reward_fn), or
+// kEnvReward. Throws Error naming data_source, style and the known names when none matches.
 std::string reward_fn_name_for(const Sample& sample, const FlowOptions& opts);
 
 }  // namespace agentr1::flow

@@ -3,6 +3,7 @@
 #include "agentr1/core/error.h"
 #include "agentr1/tasks/calculator.h"
 #include "agentr1/tasks/demonstration.h"
+#include "agentr1/tasks/play.h"
 
 namespace agentr1::tasks {
 namespace {
@@ -129,6 +130,38 @@ std::vector<json> ArithmeticFamily::demonstrations(int64_t n, uint64_t seed, con
     demos.push_back(std::move(d));
   }
   return demos;
+}
+
+std::unique_ptr<PlayEpisode> ArithmeticFamily::play_episode(const Sample& sample) const {
+  // The expert needs the problem: regenerate it from the sample's extra_info.
+  const json& x = sample.extra_info;
+  std::vector<std::string> expert;
+  if (x.is_object() && x.contains("seed") && x.contains("index") && x.contains("split") &&
+      x["seed"].is_number_unsigned() && x["index"].is_number_integer() && x["split"].is_string()) {
+    const ArithDatasetOptions dso = dataset_options(parse_data_split(x["split"].get<std::string>()));
+    const ArithProblem p = generate_problem(x["seed"].get<uint64_t>(), x["index"].get<int64_t>(), dso.problem);
+    if (p.question == x.value("question", "")) {
+      DemoOptions demo_opts;
+      demo_opts.restate_expression = opts_.restate_expression;
+      demo_opts.style = opts_.demo_style;
+      demo_opts.prompt = dso.prompt;
+      const json demo = expert_demonstration(p, json::array({Calculator().schema()}), demo_opts);
+      for (const auto& m : demo["messages"]) {
+        if (m["role"] != "assistant") continue;
+        if (m.contains("tool_calls")) {
+          for (const auto& tc : m["tool_calls"]) {
+            json call = json::object();
+            call["name"] = tc["function"]["name"];
+            call["arguments"] = tc["function"]["arguments"];
+            expert.push_back(call.dump());
+          }
+        } else {
+          expert.push_back(m.value("content", ""));
+        }
+      }
+    }
+  }
+  return make_tool_episode(sample, std::move(expert));
 }
 
 std::vector<std::string> ArithmeticFamily::recipe_defaults() const {

@@ -94,6 +94,12 @@ class ArithmeticFamily : public TaskFamily {
   // operation and one for the answer); none for single calls.
   std::vector<std::string> recipe_defaults() const override;
 
+  // A tool episode (tasks/play.h) whose expert is the demonstration's: the calls as
+  // JSON {"name": "calculator", "arguments": {...}}, then the answer text. The problem
+  // is regenerated from extra_info (seed, index, split); a sample that does not match
+  // (e.g. from a file) gets no expert.
+  std::unique_ptr<PlayEpisode> play_episode(const Sample& sample) const override;
+
  private:
   ArithDatasetOptions dataset_options(DataSplit split) const;
   ArithmeticFamilyOptions opts_;

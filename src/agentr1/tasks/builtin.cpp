@@ -4,9 +4,12 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/env/tool.h"
+#include "agentr1/tasks/alfworld_family.h"
 #include "agentr1/tasks/arithmetic_family.h"
+#include "agentr1/tasks/hotpotqa_family.h"
 #include "agentr1/tasks/reward.h"
 #include "agentr1/tasks/task_family.h"
+#include "agentr1/tasks/webshop_family.h"
 
 namespace agentr1::tasks {
 
@@ -52,6 +55,9 @@ void register_builtin_tasks() {
     register_task_family("arithmetic", [](const json& kwargs) -> std::unique_ptr<TaskFamily> {
       return std::make_unique<ArithmeticFamily>(ArithmeticFamilyOptions::from_json(kwargs));
     });
+    register_hotpotqa_family();
+    register_alfworld_family();
+    register_webshop_family();
   });
 }
 

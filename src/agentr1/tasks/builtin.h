@@ -17,8 +17,12 @@
 //   reward "openai/gsm8k"        the same (verl's data_source name)
 //   reward kwargs: {"method": "strict"|"flexible", "score", "format_score", "clip_chars"}
 //   task family "arithmetic"     kwargs {"min_level", "max_level", "use_system_prompt",
-//                                "tools_in_prompt", "restate_expression"}
+//                                "tools_in_prompt", "restate_expression", "demo_style"}
 //                                (ArithmeticFamilyOptions; unknown keys -> Error)
+//   task family "hotpotqa"       with tools "search", "open" and reward fns "em", "f1"
+//                                (register_hotpotqa_family, hotpotqa_family.h)
+//   task family "alfworld"       with the game env "alfworld" (alfworld_family.h)
+//   task family "webshop"        with the game env "webshop" (webshop_family.h)
 #pragma once
 
 #include "agentr1/core/json.h"

@@ -9,7 +9,9 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/env/tool.h"
+#include "agentr1/env/text_game.h"
 #include "agentr1/tasks/reward.h"
+#include "agentr1/tasks/task_family.h"
 
 namespace agentr1::tasks {
 namespace {
@@ -52,9 +54,16 @@ TEST(Builtin, RegistersCalculatorAndRewardsOnceFromManyThreads) {
     make_reward_fn("math");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("known: arith_calc, gsm8k, openai/gsm8k"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("known: arith_calc, em, f1, gsm8k, openai/gsm8k"), std::string::npos)
         << e.what();
   }
+  // Every family, its tools, game envs and reward functions are registered by the one call.
+  EXPECT_EQ(task_family_names(), (std::vector<std::string>{"alfworld", "arithmetic", "hotpotqa", "webshop"}));
+  const std::vector<std::string> tools = env::tool_names();
+  for (const char* t : {"calculator", "search", "open"})
+    EXPECT_NE(std::find(tools.begin(), tools.end(), t), tools.end()) << t;
+  for (const char* g : {"alfworld", "webshop"}) EXPECT_TRUE(env::has_game(g)) << g;
+  for (const char* r : {"em", "f1"}) EXPECT_TRUE(has_reward_fn(r)) << r;
 }
 
 }  // namespace

@@ -32,6 +32,8 @@
 
 namespace agentr1::tasks {
 
+class PlayEpisode;  // tasks/play.h
+
 // One family of tasks: procedural dataset generation, the tools/rewards its samples use
 // (registered by register_builtin_tasks), expert demonstrations for SFT, recipe defaults.
 class TaskFamily {
@@ -61,6 +63,11 @@ class TaskFamily {
   // defaults (apps/agentr1/train_setup.cpp), under the recipe file, --config and the
   // overrides, so the user can override each. Empty by default.
   virtual std::vector<std::string> recipe_defaults() const { return {}; }
+
+  // One episode of `sample` (one of this family's samples) for agentr1 play, played by
+  // hand or by the expert (tasks/play.h). Default: a game episode when the sample's
+  // agent is a registered game (env::has_game), else a tool episode without an expert.
+  virtual std::unique_ptr<PlayEpisode> play_episode(const Sample& sample) const;
 };
 
 // Builds a family from data.task_kwargs (a JSON object; {} or null = the defaults).
