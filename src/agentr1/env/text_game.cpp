@@ -85,8 +85,12 @@ GameEnvOptions GameEnvOptions::from_json(const json& kwargs) {
       AGENTR1_CHECK(v.is_object() || v.is_null(),
                     "game env option 'game' must be an object of game options, got " << v.dump());
       o.game = v.is_null() ? json::object() : v;
+    } else if (k == "tools_in_prompt") {
+      // A game offers no tools, so there is no schema to list either way; accepted so that
+      // one rollout.env_kwargs serves tool and game tasks alike.
+      AGENTR1_CHECK(v.is_boolean(), "game env option 'tools_in_prompt' must be true or false, got " << v.dump());
     } else {
-      throw Error("unknown game env option '" + k + "'; known: context, show_admissible, game");
+      throw Error("unknown game env option '" + k + "'; known: context, show_admissible, game, tools_in_prompt");
     }
   }
   return o;

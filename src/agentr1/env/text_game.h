@@ -31,6 +31,8 @@
 //   show_admissible (bool, default false) list the game's admissible commands after each
 //                   observation (and after the intro)
 //   game            object passed to the game factory (the game's own options)
+//   tools_in_prompt accepted and ignored (a game has no tools), so one rollout.env_kwargs
+//                   serves tool and game tasks alike
 // Unknown keys throw Error listing these.
 #pragma once
 

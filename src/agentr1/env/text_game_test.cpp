@@ -107,7 +107,7 @@ TEST(GameEnvOptions, UnknownKeyAndTypes) {
   try {
     GameEnvOptions::from_json(json{{"contxt", 1}});
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("known: context, show_admissible, game"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("known: context, show_admissible, game, tools_in_prompt"), std::string::npos);
   }
 }
 

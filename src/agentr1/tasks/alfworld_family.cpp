@@ -179,7 +179,7 @@ std::vector<std::string> AlfworldFamily::recipe_defaults() const {
   return {"rollout.max_steps=" + std::to_string(opts_.step_limit),
           "rollout.max_new_tokens=" + std::to_string(max_new),
           "rollout.max_response_tokens=" + std::to_string(max_new * opts_.step_limit),
-          "rollout.max_prompt_tokens=2048",
+          "rollout.max_prompt_tokens=1984",
           "++rollout.env_kwargs.context={type: sliding_window, keep_last: 4}"};
 }
 

@@ -106,7 +106,7 @@ class AlfworldFamily : public TaskFamily {
                                    const std::string& end_of_turn,
                                    std::vector<std::string>* rendered = nullptr) const override;
   // {"rollout.max_steps=<step_limit>", "rollout.max_new_tokens=48",
-  //  "rollout.max_response_tokens=<48 * step_limit>", "rollout.max_prompt_tokens=2048",
+  //  "rollout.max_response_tokens=<48 * step_limit>", "rollout.max_prompt_tokens=1984",
   //  "++rollout.env_kwargs.context={type: sliding_window, keep_last: 4}"} (++: env_kwargs
   //  has no "context" key by default)
   std::vector<std::string> recipe_defaults() const override;

@@ -434,7 +434,7 @@ TEST(AlfworldFamily, SamplesFollowTheConventions) {
 
   EXPECT_EQ(fam.recipe_defaults(),
             (std::vector<std::string>{"rollout.max_steps=50", "rollout.max_new_tokens=48",
-                                      "rollout.max_response_tokens=2400", "rollout.max_prompt_tokens=2048",
+                                      "rollout.max_response_tokens=2400", "rollout.max_prompt_tokens=1984",
                                       "++rollout.env_kwargs.context={type: sliding_window, keep_last: 4}"}));
   // They apply to a rollout section shaped like the trainer's defaults.
   json tree = {{"rollout",

@@ -160,7 +160,7 @@ std::vector<std::string> WebshopFamily::recipe_defaults() const {
   const int steps = opts_.game.step_limit > 0 ? opts_.game.step_limit : 15;
   const int max_new = 64;  // "<action>search[<4 attributes> <query> <2 options>]</action>" is ~40 tokens
   return {"rollout.max_steps=" + std::to_string(steps), "rollout.max_new_tokens=" + std::to_string(max_new),
-          "rollout.max_response_tokens=" + std::to_string(max_new * steps), "rollout.max_prompt_tokens=2048",
+          "rollout.max_response_tokens=" + std::to_string(max_new * steps), "rollout.max_prompt_tokens=1984",
           "++rollout.env_kwargs.context={type: sliding_window, keep_last: 4}"};
 }
 

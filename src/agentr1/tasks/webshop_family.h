@@ -44,7 +44,7 @@
 // the sum of the steps' game rewards). Recipe defaults (recipe_defaults()):
 // rollout.max_steps = step_limit (15, as WebShop's IL/RL code), max_new_tokens 64 (the
 // longest expert action, a search with four attributes and two options, is ~40 tokens),
-// max_response_tokens 64 x steps, max_prompt_tokens 2048, and the sliding_window context
+// max_response_tokens 64 x steps, max_prompt_tokens 1984 (fits a 2048-position model with the 64 new tokens), and the sliding_window context
 // keeping the last 4 turns (result pages are the long ones; the instruction stays in the
 // head).
 // demonstrations(): the game's expert per train sample (tasks/game_demo.h); with

@@ -71,6 +71,14 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
     for (auto& p : reference->parameters()) p.requires_grad_(false);
     reference->eval();
   }
+  const int64_t max_pos = policy_->config().max_position_embeddings;
+  AGENTR1_CHECK(c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens <= max_pos,
+                "rollout.max_prompt_tokens (" << c.rollout.flow.max_prompt_tokens << ") + rollout.max_new_tokens ("
+                    << c.rollout.flow.max_new_tokens << ") = "
+                    << c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens
+                    << " exceeds the model's max_position_embeddings (" << max_pos
+                    << "); HINT: set rollout.max_prompt_tokens=" << max_pos - c.rollout.flow.max_new_tokens
+                    << " or lower");
   rollout::EngineOptions eo;
   eo.max_batch = c.rollout.max_batch;
   eo.max_context = c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens;
