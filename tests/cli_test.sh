@@ -76,6 +76,10 @@ check "play: unknown task" one_line_error play --task sudoku
 check "play: unknown task lists known" grep -q "known: alfworld, arithmetic, hotpotqa, webshop" "$tmp/err"
 check "play: bad kwarg" one_line_error play --task alfworld max_levl=2
 check "play: kwarg not key=value" one_line_error play --task alfworld max_level
+check "play: a 309-digit seed" one_line_error play --task alfworld --seed "$(printf '9%.0s' $(seq 309))"
+check "play: the seed's range in the message" grep -q "must be an integer in 0..18446744073709551615" "$tmp/err"
+check "play: a seed past 2^64-1" one_line_error play --task alfworld --seed 18446744073709551616
+check "compare: --steps out of range names the range" bash -c "'$bin' compare --steps 99999999 2>&1 | grep -q 'not in range 0 to 1000000'"
 printf 'look\n\ninventory\nfly to the moon\n' | "$bin" play --task alfworld --seed 1 >"$tmp/hand.jsonl" 2>"$tmp/err"
 check "play: one JSON line per action (blank skipped)" test "$(wc -l <"$tmp/hand.jsonl")" -eq 4
 check "play: invalid command is feedback" bash -c "sed -n 4p '$tmp/hand.jsonl' | grep -q 'Nothing happens.'"
@@ -137,4 +141,13 @@ python3 -c "print([1] * 5000)" | "$bin" score --model "$tmp/model" --threads 1 >
 check "score: past max_position_embeddings is an error" grep -q "max_position_embeddings" "$tmp/err"
 printf '"a"\n\n"b"\n' | "$bin" tokenize --tokenizer "$tok" >"$tmp/aligned.jsonl"
 check "tokenize: a blank line keeps the lines aligned" test "$(sed -n 2p "$tmp/aligned.jsonl")" = "" -a "$(wc -l <"$tmp/aligned.jsonl")" -eq 3
+check "benchmark --help" "$bin" benchmark --help >/dev/null
+check "benchmark --help: tasks from configs/benchmark.yaml" grep -q "known: alfworld, arithmetic, hotpotqa, webshop" <("$bin" benchmark --help)
+check "benchmark: unknown task" one_line_error benchmark --tasks arithmetic,sudoku --out "$tmp/bench"
+check "benchmark: names the task" grep -q "unknown task 'sudoku'; known: alfworld, arithmetic, hotpotqa, webshop" "$tmp/err"
+check "benchmark: unknown method" one_line_error benchmark --methods grpo,dpo --out "$tmp/bench"
+check "benchmark: names the method" grep -q "unknown comparison method 'dpo'; known: grpo" "$tmp/err"
+check "benchmark: method listed twice" one_line_error benchmark --methods grpo,grpo --quick --out "$tmp/bench"
+check "benchmark: missing data dir" one_line_error_with_data_dir /nonexistent benchmark --out "$tmp/bench"
+check "benchmark: wrote nothing" test ! -e "$tmp/bench"
 exit $fail

@@ -158,7 +158,7 @@ Registrar reg("compare", "baseline vs GRPO, PPO (GAE critic), RLOO, REINFORCE++ 
                 app.add_option("--steps", a->steps,
                                "RL steps per method (0 = trainer.total_steps); raise it for longer runs")
                     ->capture_default_str()
-                    ->check(CLI::NonNegativeNumber);
+                    ->check(CLI::Range(0, 1000000));
                 app.add_option("--config", a->config_file, "YAML config shared by every method");
                 app.add_flag("--overwrite", a->overwrite,
                              "start over where --out already holds runs of these methods");

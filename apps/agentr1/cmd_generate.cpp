@@ -131,15 +131,15 @@ agentr1::cli::Registrar reg("generate", "Sample a completion from a model direct
                "model was trained that way)");
   app.add_option("--max-new-tokens", o->max_new_tokens, "Max generated tokens")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--temperature", o->temperature, "Sampling temperature, 0 = greedy")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-p", o->top_p, "Nucleus mass in (0, 1]")->capture_default_str();
   app.add_option("--top-k", o->top_k, "Keep the k most likely tokens, 0 = off")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", o->seed, "Sampling seed")->capture_default_str();
+      ->check(CLI::Range(0, 1 << 24));
+  app.add_option("--seed", o->seed, "Sampling seed")->capture_default_str()->check(agentr1::cli::uint64_text());
   app.add_option("--stop", o->stop, "Stop string (repeatable)");
   app.add_option("--threads", o->threads, "Torch threads, 0 = all cores")->capture_default_str();
   app.add_option("--dtype", o->dtype, "Weights dtype: fp32 | bf16 | fp16")->capture_default_str();

@@ -125,8 +125,8 @@ agentr1::cli::Registrar reg("play", "Play one episode of a task family by hand o
                             [](CLI::App& app) {
   auto o = std::make_shared<PlayOpts>();
   app.add_option("--task", o->task, "task family: arithmetic, hotpotqa, alfworld, webshop")->required();
-  app.add_option("--seed", o->seed, "dataset seed (the episode is sample --index of it)");
-  app.add_option("--index", o->index, "which sample of the seed's dataset")->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", o->seed, "dataset seed (the episode is sample --index of it)")->check(agentr1::cli::uint64_text());
+  app.add_option("--index", o->index, "which sample of the seed's dataset")->check(CLI::Range(0, 1000000000));
   app.add_option("--split", o->split, "train | test")->check(CLI::IsMember({"train", "test", "any"}));
   app.add_flag("--expert", o->expert, "the family's expert plays; each action is printed");
   app.add_option("kwargs", o->kwargs, "task kwargs key=value (as data.task_kwargs)");

@@ -49,6 +49,7 @@ struct SftArgs {
   bool tools_in_prompt = false;
   std::string demo_style;
   std::string demo_contexts;  // JSON list of context policies ("" = none)
+  std::string options;        // built-in only: DefaultModelOptions::apply_json map as JSON
   std::string task;           // --model only: the task family whose expert demonstrates
   std::string task_kwargs;    // its data.task_kwargs as JSON ("" = {})
   int threads = 0;
@@ -81,6 +82,13 @@ int run_sft_cmd(SftArgs a) {
                     "--demo-contexts must be a JSON list of context policies, e.g. "
                     "'[\"append_only\", {\"type\": \"sliding_window\", \"keep_last\": 2}]', got "
                         << a.demo_contexts);
+    }
+    if (!a.options.empty()) {
+      const json more = json::parse(a.options, nullptr, false);
+      AGENTR1_CHECK(more.is_object(), "--options must be a JSON map of built-in model options, e.g. "
+                                      "'{\"dir\": \"runs/m\", \"tasks\": {\"alfworld\": {\"demos\": 500}}}', got "
+                                          << a.options);
+      for (auto it = more.begin(); it != more.end(); ++it) extra[it.key()] = it.value();
     }
     with_context("agentr1 sft", [&] {
       dm.apply_json(extra);
@@ -184,6 +192,9 @@ Registrar reg("sft", "supervised fine-tuning on expert tool-use demonstrations",
   app.add_option("--demo-contexts", a->demo_contexts,
                  "built-in only: JSON list of context policies the demos are replayed under, round-robin "
                  "(e.g. '[\"append_only\", {\"type\": \"sliding_window\", \"keep_last\": 2}]')");
+  app.add_option("--options", a->options,
+                 "built-in only: more built-in model options as a JSON map (the builtin_model keys of "
+                 "configs/*.yaml, e.g. dir, tasks, vocab_size, sft_epochs)");
   app.add_option("--task", a->task,
                  "with --model: the task family whose expert demonstrates (arithmetic, hotpotqa, alfworld, "
                  "webshop); the level flags above are arithmetic's");

@@ -37,6 +37,25 @@ struct Registrar {
   }
 };
 
+// Validator of an unsigned 64-bit option (seeds): plain decimal digits that fit, so that
+// "--seed 1e5", "-3" or a 309-digit number is an error naming the value instead of a
+// silently converted one.
+inline CLI::Validator uint64_text() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const std::string max = "18446744073709551615";
+        const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+        std::string t = s.substr(0, std::min(s.find_first_not_of('0') == std::string::npos ? s.size() - 1
+                                                                                           : s.find_first_not_of('0'),
+                                             s.size()));
+        const std::string v = digits ? s.substr(t.size()) : s;
+        if (!digits || v.size() > max.size() || (v.size() == max.size() && v > max))
+          return "must be an integer in 0.." + max + ", got '" + (s.size() > 40 ? s.substr(0, 40) + "...'" : s + "'");
+        return "";
+      },
+      "UINT64");
+}
+
 // Sets the torch/OpenMP thread count (0 = all cores) for commands that use torch.
 void set_threads(int n);
 

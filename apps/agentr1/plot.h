@@ -9,6 +9,12 @@
 //   // runs/compare/val_accuracy.dat (one block per series: "x y" lines, blocks split
 //   // by two blank lines), val_accuracy.gp (PNG terminal), val_accuracy.png if gnuplot ran
 //
+// Bar charts (e.g. final success per task and method):
+//   BarPlot b;
+//   b.categories = {"arithmetic", "alfworld"};  b.series = {"baseline", "grpo"};
+//   b.values = {{0.50, 0.62}, {0.10, 0.18}};    // [category][series]; NaN = no bar
+//   write_bar_plot(b, "runs/benchmark", "summary", /*run_gnuplot=*/true);
+//
 // gnuplot's own output goes to stderr. A failing (or missing) gnuplot is a warning
 // with a HINT, not an error: the data and the script stay behind to redraw the plot.
 #pragma once
@@ -44,6 +50,20 @@ struct PlotFiles {
   bool png_written = false;  // gnuplot ran and exited 0
 };
 
+// A clustered bar chart: one group of bars per category (labelled x tic), one bar (and
+// legend entry) per series in each group.
+struct BarPlot {
+  std::string title;                  // plot title
+  std::string xlabel;                 // x axis label
+  std::string ylabel;                 // y axis label
+  std::optional<std::pair<double, double>> yrange;  // [min, max]; unset = gnuplot's autoscale
+  std::vector<std::string> categories;              // x tic labels, in order
+  std::vector<std::string> series;                  // legend entries, in bar order
+  std::vector<std::vector<double>> values;          // [category][series]; NaN = no bar
+  std::string context = "plot";       // names the caller in the warning ("benchmark")
+  int width = 900, height = 560;      // PNG size in pixels
+};
+
 // Writes <dir>/<stem>.dat and <dir>/<stem>.gp (creating dir), then runs
 // `gnuplot <dir>/<stem>.gp` if run_gnuplot (removing an older <stem>.png first). Throws
 // Error when the plot has neither series nor a reference line, or naming the path when
@@ -51,5 +71,10 @@ struct PlotFiles {
 // logs a WARN line with a HINT and leaves png_written false.
 PlotFiles write_line_plot(const LinePlot& plot, const std::string& dir, const std::string& stem,
                           bool run_gnuplot);
+
+// As write_line_plot, for a bar chart (the .dat holds one line per category: the quoted
+// label, then one value per series, "?" for NaN). Throws Error when there are no
+// categories or series, or values is not categories x series.
+PlotFiles write_bar_plot(const BarPlot& plot, const std::string& dir, const std::string& stem, bool run_gnuplot);
 
 }  // namespace agentr1::cli

@@ -45,7 +45,7 @@ TrajectoryTokens traj(const std::string& group, float outcome, std::vector<float
 }
 
 TEST(EstimatorRegistryTest, KnownNamesUnknownAndDuplicate) {
-  const std::vector<std::string> want = {"gae", "grpo", "reinforce_plus_plus",
+  const std::vector<std::string> want = {"gae", "grpo", "reinforce", "reinforce_plus_plus",
                                          "reinforce_plus_plus_baseline", "rloo", "token_gae",
                                          "turn_rloo"};
   for (const auto& n : want) {
@@ -127,6 +127,26 @@ TEST(EstimatorTest, HandWorkedReinforcePlusPlusReturns) {
   const double m = (0.9 + 2 + 2) / 3, sd = std::sqrt(((0.9 - m) * (0.9 - m) + 2 * (2 - m) * (2 - m)) / 2);
   EXPECT_NEAR(out.advantages[0][0][0], (0.9 - m) / sd, 1e-5);
   EXPECT_NEAR(out.metrics["actor/reward_kl_penalty"], 0.5 / 3, 1e-6);
+}
+
+TEST(EstimatorTest, HandWorkedVanillaReinforce) {
+  // Two trajectories of one group: rewards as above for the first ([-0.1, 1, 2] token
+  // rewards, gamma 0.5), outcome 0 and no step reward for the second (2 tokens).
+  auto t = traj("g", 2, {1.f, 0.f}, {2, 1});
+  t.steps[0].token_kl = {0.5f, 0.f};
+  auto u = traj("g", 0, {0.f}, {2});
+  EstimatorOptions o;
+  o.gamma = 0.5;
+  o.kl_coef = 0.2;
+  auto out = make_estimator("reinforce")->compute({t, u}, o);
+  // G = [-0.1 + 0.5 * 2, 1 + 0.5 * 2, 2] = [0.9, 2, 2]; no baseline, no whitening.
+  EXPECT_NEAR(out.advantages[0][0][0], 0.9, 1e-6);
+  EXPECT_NEAR(out.advantages[0][0][1], 2.0, 1e-6);
+  EXPECT_NEAR(out.advantages[0][1][0], 2.0, 1e-6);
+  EXPECT_NEAR(out.returns[0][0][0], 0.9, 1e-6);
+  EXPECT_NEAR(out.advantages[1][0][0], 0.0, 1e-12);
+  EXPECT_NEAR(out.advantages[1][0][1], 0.0, 1e-12);
+  EXPECT_FALSE(make_estimator("reinforce")->needs_values());
 }
 
 TEST(EstimatorTest, HandWorkedStepGae) {

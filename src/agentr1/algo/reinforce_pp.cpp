@@ -6,6 +6,7 @@
 //     (mean, unbiased variance, rsqrt(var + 1e-8)); returns = G.
 //   reinforce_plus_plus_baseline: s_i - mean_g (group of one: mean 0) broadcast to every
 //     action token, then whitened over the batch; returns = advantages.
+//   reinforce: advantages = returns = G (vanilla REINFORCE, no baseline, no whitening).
 // With one step per trajectory and gamma = 1 both equal verl's; across steps the return
 // is carried over the observation between steps (see returns.h).
 #include <memory>
@@ -36,6 +37,24 @@ class ReinforcePlusPlus final : public AdvantageEstimator {
   }
 };
 
+// Vanilla REINFORCE (Williams 1992): the advantage of every action token is its discounted
+// return G_k itself (the same token rewards and returns as reinforce_plus_plus), with no
+// baseline and no whitening. Pair it with actor.policy_loss=reinforce for the textbook
+// estimator; with the clipped loss it is a PPO-style update on raw returns.
+class Reinforce final : public AdvantageEstimator {
+ public:
+  std::string name() const override { return "reinforce"; }
+  AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
+                          const EstimatorOptions& opts) const override {
+    opts.validate();
+    validate_batch(batch, false, name());
+    Nested ret;
+    for (const auto& tr : batch)
+      ret.push_back(split_by_steps(tr, discounted_returns(token_rewards(tr, opts.kl_coef), opts.gamma)));
+    return finish_output(batch, ret, ret, opts, false, false);
+  }
+};
+
 class ReinforcePlusPlusBaseline final : public AdvantageEstimator {
  public:
   std::string name() const override { return "reinforce_plus_plus_baseline"; }
@@ -62,6 +81,7 @@ class ReinforcePlusPlusBaseline final : public AdvantageEstimator {
 
 namespace detail {
 void register_reinforce_pp_estimators(const AddEstimator& add) {
+  add("reinforce", [] { return std::make_unique<Reinforce>(); });
   add("reinforce_plus_plus", [] { return std::make_unique<ReinforcePlusPlus>(); });
   add("reinforce_plus_plus_baseline", [] { return std::make_unique<ReinforcePlusPlusBaseline>(); });
 }

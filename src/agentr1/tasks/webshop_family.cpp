@@ -7,6 +7,9 @@
 #include "agentr1/tasks/game_demo.h"
 
 namespace agentr1::tasks {
+
+const char* const kWebshopShortInstruction =
+    "Reply with exactly one action per turn, inside <action>...</action>: search[query] or click[button].";
 namespace {
 
 constexpr const char* kKnownKeys =
@@ -99,7 +102,12 @@ WebshopFamily::WebshopFamily(WebshopFamilyOptions opts) : opts_(std::move(opts))
 Sample WebshopFamily::goal_to_sample(const WebshopGoal& goal, DataSplit split, int64_t index) const {
   Sample s;
   s.prompt = json::array();
-  if (opts_.use_system_prompt) s.prompt.push_back({{"role", "system"}, {"content", kWebshopSystemPrompt}});
+  // Without the system prompt one short user line remains (a sample's prompt may not be
+  // empty, and the model still needs the action syntax).
+  if (opts_.use_system_prompt)
+    s.prompt.push_back({{"role", "system"}, {"content", kWebshopSystemPrompt}});
+  else
+    s.prompt.push_back({{"role", "user"}, {"content", kWebshopShortInstruction}});
   s.agent_name = "webshop";
   s.reward_style = "env";
   s.ground_truth = {{"asin", goal.asin},

@@ -37,8 +37,8 @@
 //   step_limit (int 0..1000, 15)   actions before an unbought episode ends
 //   repeat_instruction (bool, false)  the instruction atop every page, as WebShop
 //   show_admissible (bool, false)  samples ask GameEnv to list the clickables after pages
-//   use_system_prompt (bool, true) prompts hold kWebshopSystemPrompt (else no prompt: the
-//                                  search page alone)
+//   use_system_prompt (bool, true) prompts hold kWebshopSystemPrompt (else one user message,
+//                                  kWebshopShortInstruction: a prompt may not be empty)
 // The GameEnv appends the search page (with the instruction) as the first user message.
 // Reward: the game's get_reward at Buy Now (reward_style "env": the outcome reward is
 // the sum of the steps' game rewards). Recipe defaults (recipe_defaults()):
@@ -83,6 +83,8 @@
 namespace agentr1::tasks {
 
 extern const char* const kWebshopSystemPrompt;
+// The one user line of a prompt without the system prompt (use_system_prompt false).
+extern const char* const kWebshopShortInstruction;
 
 struct WebshopFamilyOptions {
   int min_level = 1;                 // fewest goal attributes/options (1..4)

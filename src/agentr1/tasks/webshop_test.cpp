@@ -875,7 +875,10 @@ TEST(WebshopFamily, SamplesFollowTheConventionsAndReplayFromJsonl) {
   EXPECT_TRUE(contains(error_of([] { env::make_game("webshop", {{"catalog", 1}}); }), "known:"));
   auto bare = make_task_family("webshop", {{"use_system_prompt", false}, {"show_admissible", true}});
   const Sample s = bare->make_dataset(DataSplit::kTrain, 1, 1)[0];
-  EXPECT_TRUE(s.prompt.empty());
+  ASSERT_EQ(s.prompt.size(), 1u);
+  EXPECT_EQ(s.prompt[0]["role"], "user");
+  EXPECT_EQ(s.prompt[0]["content"], kWebshopShortInstruction);
+  EXPECT_NO_THROW(Sample::from_json(s.to_json()));
   EXPECT_EQ(s.env_kwargs["show_admissible"], true);
 }
 

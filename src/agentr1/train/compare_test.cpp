@@ -50,8 +50,10 @@ std::string error_of(Fn&& fn) {
 TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
   const CompareRecipe r = shipped_recipe();
   EXPECT_EQ(known_methods(r.methods),
-            (std::vector<std::string>{"grpo", "ppo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline",
-                                      "turn_rloo", "gspo"}));
+            (std::vector<std::string>{"grpo", "ppo", "rloo", "reinforce_plus_plus", "reinforce",
+                                      "reinforce_plus_plus_baseline", "turn_rloo", "gspo"}));
+  EXPECT_EQ(method_overrides(r.methods, "reinforce"),
+            (std::vector<std::string>{"algorithm.adv_estimator=reinforce", "actor.policy_loss=reinforce"}));
   EXPECT_EQ(r.default_methods, (std::vector<std::string>{"grpo", "ppo", "rloo", "reinforce_plus_plus"}));
   EXPECT_EQ(method_overrides(r.methods, "ppo"), std::vector<std::string>{"algorithm.adv_estimator=gae"});
   EXPECT_EQ(method_overrides(r.methods, "gspo"),
@@ -68,7 +70,7 @@ TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
 TEST(CompareRecipeTest, UnknownMethodListsTheKnownOnes) {
   const CompareRecipe r = shipped_recipe();
   EXPECT_EQ(error_of([&] { method_overrides(r.methods, "dpo"); }),
-            "unknown comparison method 'dpo'; known: grpo, ppo, rloo, reinforce_plus_plus, "
+            "unknown comparison method 'dpo'; known: grpo, ppo, rloo, reinforce_plus_plus, reinforce, "
             "reinforce_plus_plus_baseline, turn_rloo, gspo");
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
 #include "agentr1/core/thread_pool.h"
@@ -16,6 +17,7 @@
 #include "agentr1/text/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
 #include "agentr1/train/run_dir.h"
+#include "agentr1/train/train_config.h"
 
 namespace agentr1::train {
 
@@ -53,6 +55,7 @@ json DefaultModelOptions::to_json() const {
   j["recipe_version"] = 2;
   if (demo_style != "single") j["demo_style"] = demo_style;
   if (!demo_contexts.empty()) j["demo_contexts"] = demo_contexts;
+  if (!tasks.empty()) j["tasks"] = tasks;
   if (!init_from.empty()) {
     j["init_from"] = init_from;
     if (init_from == "builtin") j["base_recipe"] = DefaultModelOptions().to_json();
@@ -65,7 +68,7 @@ namespace {
 constexpr const char* kOptionKeys =
     "dir, vocab_size, digits_per_token, corpus_problems, hidden_size, num_layers, num_heads, num_kv_heads, "
     "head_dim, intermediate_size, demos, min_level, max_level, seed, restate_expression, use_system_prompt, "
-    "tools_in_prompt, demo_style, demo_contexts, init_from, sft_epochs, sft_lr, sft_batch_size";
+    "tools_in_prompt, demo_style, demo_contexts, tasks, init_from, sft_epochs, sft_lr, sft_batch_size";
 
 int read_positive_int(const std::string& key, const json& v) {
   AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 1000000000,
@@ -147,6 +150,24 @@ void DefaultModelOptions::apply_json(const json& kw) {
     } else if (k == "sft_batch_size") {
       sft.batch_size = read_positive_int(k, v);
       sft.micro_batch_size = std::min(sft.micro_batch_size, sft.batch_size);
+    } else if (k == "tasks") {
+      AGENTR1_CHECK(v.is_object(), "built-in model option 'tasks' must be a map {family: {demos: N, kwargs: {...}}}, got "
+                                       << v.dump().substr(0, 80));
+      for (auto t = v.begin(); t != v.end(); ++t) {
+        const json& spec = t.value();
+        AGENTR1_CHECK(spec.is_object(), "built-in model option 'tasks." << t.key()
+                                                                       << "' must be a map {demos: N, kwargs: {...}}, got "
+                                                                       << spec.dump().substr(0, 80));
+        for (auto f = spec.begin(); f != spec.end(); ++f)
+          AGENTR1_CHECK(f.key() == "demos" || f.key() == "kwargs",
+                        "unknown built-in model option 'tasks." << t.key() << "." << f.key() << "'; known: demos, kwargs");
+        AGENTR1_CHECK(spec.contains("demos") && spec["demos"].is_number_integer() && spec["demos"].get<int64_t>() >= 0,
+                      "built-in model option 'tasks." << t.key() << ".demos' must be an integer >= 0, got "
+                                                      << spec.value("demos", json()).dump());
+        AGENTR1_CHECK(spec.value("kwargs", json::object()).is_object(),
+                      "built-in model option 'tasks." << t.key() << ".kwargs' must be a map of task options");
+      }
+      tasks = v;
     } else if (k == "sft_lr") {
       AGENTR1_CHECK(v.is_number() && v.get<double>() > 0,
                     "built-in model option 'sft_lr' must be a number > 0, got " << v.dump());
@@ -158,6 +179,8 @@ void DefaultModelOptions::apply_json(const json& kw) {
   with_context("built-in model options", [&] {
     tasks::register_builtin_tasks();
     tasks::make_task_family("arithmetic", task_kwargs());  // levels and demo_style checked there
+    for (auto t = tasks.begin(); t != tasks.end(); ++t)  // names and options checked by the families
+      with_context("tasks." + t.key(), [&] { return tasks::make_task_family(t.key(), family_kwargs(t.key())) != nullptr; });
     return 0;
   });
 }
@@ -195,6 +218,15 @@ std::string find_chat_template(const DefaultModelOptions& o) {
 
 }  // namespace
 
+json DefaultModelOptions::family_kwargs(const std::string& family) const {
+  json kw = family == "arithmetic" ? task_kwargs() : json{{"use_system_prompt", use_system_prompt}};
+  if (tasks.contains(family)) {
+    const json extra = tasks[family].value("kwargs", json::object());
+    for (auto it = extra.begin(); it != extra.end(); ++it) kw[it.key()] = it.value();
+  }
+  return kw;
+}
+
 json DefaultModelOptions::task_kwargs() const {
   return {{"min_level", min_level},
           {"max_level", max_level},
@@ -206,6 +238,33 @@ json DefaultModelOptions::task_kwargs() const {
 
 namespace {
 
+// Demonstrations of one family of o.tasks (its demos count) with the env defaults its
+// rollouts get (the family's rollout.env_kwargs recipe defaults, e.g. a sliding window,
+// and the recipe's tools_in_prompt), so SFT rows look like RL prompts. Appends up to
+// o.corpus_problems rendered episodes to corpus.
+std::vector<json> family_demonstrations(const DefaultModelOptions& o, const std::string& name,
+                                        const text::ChatTemplate& tmpl, std::vector<std::string>* corpus) {
+  const auto family = tasks::make_task_family(name, o.family_kwargs(name));
+  const int n = static_cast<int>(o.tasks[name]["demos"].get<int64_t>());
+  std::vector<std::string> rendered;
+  std::vector<json> demos = family->demonstrations(std::max(n, o.corpus_problems), static_cast<uint64_t>(o.seed),
+                                                   tmpl, "<|im_end|>", &rendered);
+  demos.resize(static_cast<size_t>(n));
+  rendered.resize(std::min<size_t>(rendered.size(), static_cast<size_t>(o.corpus_problems)));
+  corpus->insert(corpus->end(), rendered.begin(), rendered.end());
+  json tree = default_train_tree();
+  apply_overrides(tree, family->recipe_defaults());
+  json env = tree["rollout"].value("env_kwargs", json::object());
+  env["tools_in_prompt"] = o.tools_in_prompt;
+  for (json& d : demos) {
+    json& kw = d["sample"]["env_kwargs"];
+    for (auto it = env.begin(); it != env.end(); ++it)
+      if (!kw.contains(it.key())) kw[it.key()] = it.value();
+  }
+  AGENTR1_LOG(INFO) << "built-in model: " << demos.size() << " " << name << " demonstrations";
+  return demos;
+}
+
 // 4. SFT through the agent loop (token-exact with rollouts), then save the weights and
 // recipe.json (last: a directory without it is rebuilt).
 void sft_and_save(const DefaultModelOptions& o, const text::Tokenizer& tok, const text::ChatTemplate& tmpl,
@@ -213,8 +272,9 @@ void sft_and_save(const DefaultModelOptions& o, const text::Tokenizer& tok, cons
   flow::FlowOptions fo;
   fo.enable_thinking = false;
   fo.max_new_tokens = 128;
-  fo.max_prompt_tokens = 1024;
-  fo.max_steps = o.max_level + 2;  // per_step: one turn per operation and the answer
+  fo.max_prompt_tokens = o.tasks.empty() ? 1024 : 1984;   // game prompts are longer
+  fo.max_response_tokens = 1 << 20;                       // a demonstration ends when its actions do
+  fo.max_steps = o.tasks.empty() ? o.max_level + 2 : 256;  // per_step: a turn per operation and the answer
   ThreadPool tool_pool(2);
   flow::FlowContext ctx;
   ctx.tokenizer = &tok;
@@ -251,14 +311,22 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
   const std::string chat_template = find_chat_template(o);
   const text::ChatTemplate tmpl = text::ChatTemplate::from_template_text(chat_template);
 
-  // 1. Demonstrations (train split) of the arithmetic family, rendered into the
-  //    tokenizer corpus too.
-  const auto family = tasks::make_task_family("arithmetic", o.task_kwargs());
+  // 1. Demonstrations (train split) of the arithmetic family, or of every family in
+  //    o.tasks, rendered into the tokenizer corpus too.
   std::vector<std::string> corpus;
-  std::vector<json> demos = family->demonstrations(std::max(o.demos, o.corpus_problems),
-                                                   static_cast<uint64_t>(o.seed), tmpl, "<|im_end|>", &corpus);
-  corpus.resize(std::min<size_t>(corpus.size(), static_cast<size_t>(o.corpus_problems)));
-  demos.resize(static_cast<size_t>(o.demos));
+  std::vector<json> demos;
+  if (o.tasks.empty()) {
+    const auto family = tasks::make_task_family("arithmetic", o.task_kwargs());
+    demos = family->demonstrations(std::max(o.demos, o.corpus_problems), static_cast<uint64_t>(o.seed), tmpl,
+                                   "<|im_end|>", &corpus);
+    corpus.resize(std::min<size_t>(corpus.size(), static_cast<size_t>(o.corpus_problems)));
+    demos.resize(static_cast<size_t>(o.demos));
+  } else {
+    for (auto t = o.tasks.begin(); t != o.tasks.end(); ++t) {
+      const std::vector<json> d = family_demonstrations(o, t.key(), tmpl, &corpus);
+      demos.insert(demos.end(), d.begin(), d.end());
+    }
+  }
   if (!o.demo_contexts.empty()) {
     for (size_t i = 0; i < demos.size(); ++i)
       demos[i]["sample"]["env_kwargs"]["context"] = o.demo_contexts[i % o.demo_contexts.size()];

@@ -51,6 +51,14 @@ struct DefaultModelOptions {
   // default (append_only). Policies that call the model (summarize) cannot be replayed
   // from a script: building fails naming the demonstration.
   json demo_contexts = json::array();
+  // Several task families in one model: {family: {demos: N, kwargs: {...}}}. Non-empty:
+  // the tokenizer corpus (up to corpus_problems episodes per family) and the SFT
+  // demonstrations (N per family) come from each family's expert, replayed with the env
+  // defaults its RL rollouts get (its recipe_defaults' rollout.env_kwargs, e.g. the
+  // sliding window of alfworld and webshop); kwargs are the family's data.task_kwargs
+  // over use_system_prompt (and, for arithmetic, over the level/prompt options above).
+  // Empty = the arithmetic model above.
+  json tasks = json::object();
   // Where SFT starts: "" = a fresh tokenizer and random weights (the recipe above);
   // "builtin" = the default built-in model (DefaultModelOptions() with this chat
   // template, built first if missing), whose tokenizer and weights are copied and
@@ -85,6 +93,8 @@ struct DefaultModelOptions {
   // The arithmetic family's data.task_kwargs these options describe (levels, prompt
   // format, final-turn style): the demonstrations come from that family.
   json task_kwargs() const;
+  // The data.task_kwargs of `family` as the model is trained on it (see `tasks`).
+  json family_kwargs(const std::string& family) const;
 };
 
 // Returns the model directory, building it first if missing or built with other
