@@ -25,7 +25,7 @@ one_line_error_with_data_dir() {  # one_line_error_with_data_dir DIR ARGS... : a
   AGENTR1_DATA_DIR=$dir one_line_error "$@"
 }
 
-for cmd in train compare sft play tokenize render init-model score generate; do
+for cmd in train compare sft play replay tokenize render init-model score generate; do
   check "$cmd --help" "$bin" "$cmd" --help >/dev/null
 done
 check "unknown command" one_line_error frobnicate
@@ -139,6 +139,22 @@ check "init-model: absurd hidden" one_line_error init-model --arch llama --vocab
   --out "$tmp/huge"
 python3 -c "print([1] * 5000)" | "$bin" score --model "$tmp/model" --threads 1 >/dev/null 2>"$tmp/err"
 check "score: past max_position_embeddings is an error" grep -q "max_position_embeddings" "$tmp/err"
+# replay: the dumped behaviour log-probs of a run are re-scored with the checkpoint
+# that sampled them (step 2's rollouts come from checkpoint step 1), at temperature 0.7.
+"$bin" init-model --arch qwen3 --tokenizer "$src/tests/fixtures/flow/tiny_qwen3" --hidden-size 32 \
+  --intermediate-size 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 8 --out "$tmp/rpmodel" >/dev/null 2>&1
+"$bin" init-model --arch qwen3 --tokenizer "$src/tests/fixtures/flow/tiny_qwen3" --hidden-size 32 \
+  --intermediate-size 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 8 --seed 9 --out "$tmp/rpother" >/dev/null 2>&1
+"$bin" train model.path="$tmp/rpmodel" trainer.output_dir="$tmp/rprun" trainer.total_steps=2 trainer.save_freq=1 \
+  data.train_batch_size=2 rollout.n=2 data.val_size=2 rollout.val_k=0 rollout.max_new_tokens=8 \
+  rollout.temperature=0.7 actor.optim.lr=0.05 trainer.threads=1 trainer.progress=false >/dev/null 2>&1
+check "replay: step 2 matches its checkpoint" "$bin" replay --dump "$tmp/rprun/trajectories/step_000002.jsonl"
+check "replay: step 1 matches the initial model" "$bin" replay --dump "$tmp/rprun/trajectories/step_000001.jsonl"
+"$bin" replay --dump "$tmp/rprun/trajectories/step_000002.jsonl" >"$tmp/rp.json"
+check "replay: reports the checkpoint and temperature" python3 -c "import json,sys; r=json.load(open('$tmp/rp.json')); sys.exit(0 if r['checkpoint'].endswith('checkpoints/step_000001') and r['temperature']==0.7 and r['max_abs_diff']<1e-3 and r['tokens']>0 else 1)"
+"$bin" replay --dump "$tmp/rprun/trajectories/step_000002.jsonl" --checkpoint "$tmp/rpother" >/dev/null 2>&1
+check "replay: other weights exit 3" test $? -eq 3
+check "replay: missing dump" one_line_error replay --dump "$tmp/nope.jsonl"
 printf '"a"\n\n"b"\n' | "$bin" tokenize --tokenizer "$tok" >"$tmp/aligned.jsonl"
 check "tokenize: a blank line keeps the lines aligned" test "$(sed -n 2p "$tmp/aligned.jsonl")" = "" -a "$(wc -l <"$tmp/aligned.jsonl")" -eq 3
 check "benchmark --help" "$bin" benchmark --help >/dev/null
