@@ -34,7 +34,8 @@ namespace agentr1::train {
 struct SftOptions {
   OptimOptions optim;               // AdamW settings (lr, warmup, clipping)
   int epochs = 3;                   // passes over the demonstrations
-  int batch_size = 32;              // trajectories per optimiser step
+  int batch_size = 32;              // rows per optimiser step (a demonstration is one row when
+                                    // its turns extend each other, else one per turn)
   int micro_batch_size = 16;        // rows per forward/backward
   int64_t min_shared_prefix = 16;   // compute a micro-batch's common row prefix once (>= N tokens)
   int seed = 7;                     // shuffling
