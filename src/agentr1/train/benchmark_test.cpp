@@ -82,8 +82,13 @@ TEST(BenchmarkRecipeTest, ShippedRecipeRunsThePapersGridWithBothBudgets) {
   EXPECT_LE(quick.trainer.total_steps, 8);
   EXPECT_LE(quick.data.val_size, 64);
   EXPECT_EQ(quick.data.task, "alfworld");
-  EXPECT_EQ(quick.data.task_kwargs["step_limit"], 15);
-  EXPECT_EQ(quick.rollout.flow.max_steps, 15) << "the family's recipe default follows step_limit";
+  EXPECT_EQ(quick.data.task_kwargs["step_limit"], 10);
+  EXPECT_EQ(quick.rollout.flow.max_steps, 10) << "the family's recipe default follows step_limit";
+  // webshop's quick cell: fewer prompts and the last 2 turns in context (its rows are long).
+  const TrainConfig shop = load_train_config(resolve_like_the_app(family_layer(r, "quick", "webshop"), {}));
+  EXPECT_EQ(shop.data.train_batch_size, 2);
+  EXPECT_EQ(shop.rollout.flow.max_steps, 6);
+  EXPECT_EQ(shop.rollout.flow.env_kwargs["context"]["keep_last"], 2);
   const TrainConfig full = load_train_config(resolve_like_the_app(family_layer(r, "default", "arithmetic"), {}));
   EXPECT_GT(full.trainer.total_steps, quick.trainer.total_steps);
   EXPECT_GE(full.data.val_size, 100) << "a readable standard error";
