@@ -36,26 +36,6 @@ struct BenchmarkArgs {
   std::string chat_template;
 };
 
-std::vector<std::string> split_csv(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string out;
-  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
-  return out;
-}
-
-train::CompareRecipe load_compare_recipe() {
-  const std::string path = data_file("configs/compare.yaml");
-  return with_context(path, [&] { return train::parse_compare_recipe(load_yaml_file(path)); });
-}
-
 train::BenchmarkRecipe load_benchmark_recipe(const train::MethodTable& methods) {
   const std::string path = data_file("configs/benchmark.yaml");
   return with_context(path, [&] { return train::parse_benchmark_recipe(load_yaml_file(path), methods); });

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,22 @@ struct Registrar {
     commands().push_back({std::move(name), std::move(description), std::move(setup)});
   }
 };
+
+// "a,b,,c" -> {"a", "b", "c"} (list flags such as --methods).
+inline std::vector<std::string> split_csv(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+inline std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
+  return out;
+}
 
 // Validator of an unsigned 64-bit option (seeds): plain decimal digits that fit, so that
 // "--seed 1e5", "-3" or a 309-digit number is an error naming the value instead of a

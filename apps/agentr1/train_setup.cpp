@@ -139,4 +139,9 @@ TrainTree resolve_train_tree_unhinted(const std::string& config_file, const std:
   return t;
 }
 
+train::CompareRecipe load_compare_recipe() {
+  const std::string path = data_file("configs/compare.yaml");
+  return with_context(path, [&] { return train::parse_compare_recipe(load_yaml_file(path)); });
+}
+
 }  // namespace agentr1::cli

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agentr1/core/json.h"
+#include "agentr1/train/compare.h"
 
 namespace agentr1::cli {
 
@@ -46,5 +47,9 @@ TrainTree resolve_train_tree(const std::string& config_file, const std::vector<s
 // non-empty, else the data dir's qwen3_tokenizer_config.json (which need not exist until
 // a build reads it). For `train`, `compare` and `sft`.
 std::string builtin_chat_template_file(const std::string& chat_template_file);
+
+// configs/compare.yaml from the data dir (the method table of `compare` and
+// `benchmark`); errors name the file.
+train::CompareRecipe load_compare_recipe();
 
 }  // namespace agentr1::cli

@@ -21,6 +21,15 @@ namespace {
 
 using Nested = std::vector<std::vector<std::vector<double>>>;
 
+// Per trajectory, per step, per action token: the discounted return G_k of the token
+// rewards (shared by reinforce and reinforce_plus_plus).
+Nested batch_returns(const std::vector<TrajectoryTokens>& batch, const EstimatorOptions& opts) {
+  Nested ret;
+  for (const auto& tr : batch)
+    ret.push_back(split_by_steps(tr, discounted_returns(token_rewards(tr, opts.kl_coef), opts.gamma)));
+  return ret;
+}
+
 class ReinforcePlusPlus final : public AdvantageEstimator {
  public:
   std::string name() const override { return "reinforce_plus_plus"; }
@@ -28,9 +37,7 @@ class ReinforcePlusPlus final : public AdvantageEstimator {
                           const EstimatorOptions& opts) const override {
     opts.validate();
     validate_batch(batch, false, name());
-    Nested ret;
-    for (const auto& tr : batch)
-      ret.push_back(split_by_steps(tr, discounted_returns(token_rewards(tr, opts.kl_coef), opts.gamma)));
+    const Nested ret = batch_returns(batch, opts);
     Nested adv = ret;
     whiten_in_place(&adv);
     return finish_output(batch, adv, ret, opts, false, false);
@@ -48,9 +55,7 @@ class Reinforce final : public AdvantageEstimator {
                           const EstimatorOptions& opts) const override {
     opts.validate();
     validate_batch(batch, false, name());
-    Nested ret;
-    for (const auto& tr : batch)
-      ret.push_back(split_by_steps(tr, discounted_returns(token_rewards(tr, opts.kl_coef), opts.gamma)));
+    const Nested ret = batch_returns(batch, opts);
     return finish_output(batch, ret, ret, opts, false, false);
   }
 };
