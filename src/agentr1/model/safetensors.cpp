@@ -15,6 +15,7 @@
 #include "agentr1/core/error.h"
 #include "agentr1/core/json.h"
 #include "agentr1/core/log.h"
+#include "agentr1/model/safetensors_header.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors I/O assumes a little-endian host"
@@ -25,8 +26,6 @@ namespace agentr1::model {
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // same limit as the reference reader
 
 const std::vector<std::pair<const char*, at::ScalarType>>& dtype_table() {
   static const std::vector<std::pair<const char*, at::ScalarType>> t = {
@@ -72,19 +71,6 @@ class MappedFile {
   uint64_t size_ = 0;
 };
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
-struct Entry {
-  std::string name;
-  at::ScalarType dtype;
-  std::vector<int64_t> shape;
-  uint64_t begin, end;
-};
-
 }  // namespace
 
 at::ScalarType safetensors_dtype(const std::string& name) {
@@ -103,85 +89,13 @@ const char* safetensors_dtype_name(at::ScalarType type) {
 
 TensorList read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
   MappedFile file(path);
-  const uint64_t size = file.size();
-  AGENTR1_CHECK(size >= 8, path << ": truncated file (" << size
-                                << " bytes; a safetensors file starts with an 8-byte header length)");
-  uint64_t n = 0;
-  std::memcpy(&n, file.data(), 8);
-  AGENTR1_CHECK(n <= kMaxHeaderBytes, path << ": header length " << n << " is larger than the "
-                                           << kMaxHeaderBytes << "-byte limit (not a safetensors file?)");
-  AGENTR1_CHECK(n <= size - 8, path << ": header length " << n << " goes beyond the end of the file ("
-                                    << size << " bytes); the file is truncated or not safetensors");
-  const char* hbeg = reinterpret_cast<const char*>(file.data() + 8);
-  json header;
-  try {
-    header = json::parse(hbeg, hbeg + n);
-  } catch (const std::exception& e) {
-    throw Error(path + ": header is not valid JSON: " + e.what());
-  }
-  AGENTR1_CHECK(header.is_object(), path << ": header must be a JSON object, got " << header.type_name());
-  const uint64_t data_size = size - 8 - n;
-  const uint8_t* data = file.data() + 8 + n;
-
-  std::vector<Entry> entries;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const json& v = it.value();
-    if (name == "__metadata__") {
-      AGENTR1_CHECK(v.is_object(), path << ": __metadata__ must be an object of strings");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        AGENTR1_CHECK(m.value().is_string(),
-                      path << ": __metadata__ key '" << m.key() << "' must be a string, got " << m.value().dump());
-        if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    const std::string where = path + ": tensor '" + name + "'";
-    AGENTR1_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
-                  where << ": entry must be an object with dtype, shape and data_offsets, got " << v.dump());
-    AGENTR1_CHECK(v["dtype"].is_string(), where << ": dtype must be a string, got " << v["dtype"].dump());
-    Entry e;
-    e.name = name;
-    e.dtype = with_context(where, [&] { return safetensors_dtype(v["dtype"].get<std::string>()); });
-    AGENTR1_CHECK(v["shape"].is_array(), where << ": shape must be an array, got " << v["shape"].dump());
-    uint64_t numel = 1;
-    for (const auto& d : v["shape"]) {
-      AGENTR1_CHECK(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0),
-                    where << ": shape entries must be non-negative integers, got " << v["shape"].dump());
-      e.shape.push_back(d.get<int64_t>());
-      numel *= static_cast<uint64_t>(d.get<int64_t>());
-    }
-    const json& off = v["data_offsets"];
-    AGENTR1_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_integer() &&
-                      off[1].is_number_integer() && off[0].get<int64_t>() >= 0 && off[1].get<int64_t>() >= 0,
-                  where << ": data_offsets must be [begin, end] non-negative integers, got " << off.dump());
-    e.begin = off[0].get<uint64_t>();
-    e.end = off[1].get<uint64_t>();
-    AGENTR1_CHECK(e.begin <= e.end, where << ": data_offsets " << off.dump() << " has begin > end");
-    AGENTR1_CHECK(e.end <= data_size, where << ": data_offsets " << off.dump()
-                                            << " out of bounds: the data section holds " << data_size
-                                            << " bytes (truncated file?)");
-    const uint64_t want = numel * static_cast<uint64_t>(c10::elementSize(e.dtype));
-    AGENTR1_CHECK(e.end - e.begin == want, where << ": data_offsets " << off.dump() << " span "
-                                                 << (e.end - e.begin) << " bytes but shape "
-                                                 << shape_str(e.shape) << " of " << v["dtype"].get<std::string>()
-                                                 << " needs " << want);
-    entries.push_back(std::move(e));
-  }
-  std::vector<const Entry*> by_offset;
-  for (const auto& e : entries) by_offset.push_back(&e);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    AGENTR1_CHECK(by_offset[i]->begin >= by_offset[i - 1]->end,
-                  path << ": tensor '" << by_offset[i]->name << "' overlaps tensor '"
-                       << by_offset[i - 1]->name << "' in the data section");
-  }
-
+  const SafetensorsHeader h = parse_safetensors_header(file.data(), file.size(), path);
+  if (metadata) *metadata = h.metadata;
+  const uint8_t* data = file.data() + h.data_offset;
   TensorList out;
-  out.reserve(entries.size());
-  for (const auto& e : entries) {
-    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(e.dtype));
+  out.reserve(h.entries.size());
+  for (const auto& e : h.entries) {
+    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(safetensors_dtype(e.dtype)));
     if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, e.end - e.begin);
     out.emplace_back(e.name, std::move(t));
   }

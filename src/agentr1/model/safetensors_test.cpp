@@ -105,6 +105,15 @@ TEST_F(SafetensorsTest, MalformedFilesNameTheProblem) {
                   12),
          {"'b' overlaps tensor 'a'"});
   expect(raw_file(R"([1,2])", 0), {"must be a JSON object"});
+  // Sizes that overflow 64 bits (with a zero dimension too, as libtorch refuses those),
+  // a dimension or an offset past 2^63.
+  for (const char* shape : {"[4294967296,4294967296,16]", "[4294967296,4294967296,16,0]"})
+    expect(raw_file(std::string(R"({"x":{"dtype":"F64","shape":)") + shape + R"(,"data_offsets":[0,0]}})", 0),
+           {"tensor 'x'", "is too large: its byte size overflows 64 bits"});
+  expect(raw_file(R"({"x":{"dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,0]}})", 0),
+         {"tensor 'x'", "non-negative integers below 2^63"});
+  expect(raw_file(R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[18446744073709551615,0]}})", 0),
+         {"tensor 'x'", "data_offsets must be [begin, end]"});
   {  // a real file cut short
     const std::string p = dir_ + "/cut.safetensors";
     write_safetensors(p, {{"big", at::ones({100})}});
