@@ -1,5 +1,6 @@
 #include "agentr1/core/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -12,6 +13,46 @@
 
 namespace agentr1 {
 namespace {
+
+// Offset of the first byte that does not start a valid UTF-8 sequence (overlong forms,
+// surrogates and code points past U+10FFFF are invalid), or npos.
+size_t invalid_utf8_at(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned c = p[i];
+    size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c < 0x80) len = 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned b = p[i + k];
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return i;
+    }
+    i += len;
+  }
+  return std::string::npos;
+}
+
+std::string byte_hex(unsigned char b) {
+  char buf[8];
+  std::snprintf(buf, sizeof(buf), "0x%02X", b);
+  return buf;
+}
+
 
 const char* kTagStr = "tag:yaml.org,2002:str";
 const char* kTagInt = "tag:yaml.org,2002:int";
@@ -119,6 +160,15 @@ std::string mark_text(const YAML::Mark& m) {
   return "line " + std::to_string(m.line + 1) + ", column " + std::to_string(m.column + 1);
 }
 
+// An escape such as "\ud800" can make yaml-cpp produce text that is not UTF-8.
+void check_scalar_utf8(const std::string& text, const YAML::Mark& m) {
+  const size_t bad = invalid_utf8_at(text);
+  AGENTR1_CHECK(bad == std::string::npos,
+                "YAML " << mark_text(m) << ": the value is not valid UTF-8 (byte "
+                        << byte_hex(static_cast<unsigned char>(text[bad])) << " at offset " << bad
+                        << "; an escape such as \\ud800 names no character); HINT: write the text as UTF-8");
+}
+
 json scalar_with_tag(const std::string& text, const std::string& tag, const YAML::Mark& mark) {
   if (tag == "?" || tag.empty()) return resolve_yaml_scalar(text);
   if (tag == "!" || tag == kTagStr) return text;
@@ -155,6 +205,7 @@ json node_to_json(const YAML::Node& n, int depth, int64_t& nodes) {
     case YAML::NodeType::Null:
       return nullptr;
     case YAML::NodeType::Scalar:
+      check_scalar_utf8(n.Scalar(), n.Mark());
       return scalar_with_tag(n.Scalar(), n.Tag(), n.Mark());
     case YAML::NodeType::Sequence: {
       json a = json::array();
@@ -170,6 +221,7 @@ json node_to_json(const YAML::Node& n, int depth, int64_t& nodes) {
                               << ": map keys must be plain scalars (strings), got a "
                               << (k.IsMap() ? "map" : "list"));
         const std::string key = k.IsNull() ? std::string("null") : k.Scalar();
+        check_scalar_utf8(key, k.Mark());
         AGENTR1_CHECK(!o.contains(key), "YAML " << mark_text(k.Mark()) << ": duplicate key '"
                                                  << key << "'; each key may appear once per map");
         o[key] = node_to_json(kv.second, depth + 1, nodes);
@@ -414,18 +466,83 @@ json resolve_yaml_scalar(const std::string& s) {
   return s;
 }
 
+namespace {
+
+// Records where each document starts; ignores the rest of the event stream.
+struct DocumentStarts : YAML::EventHandler {
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& m) override { starts.push_back(m); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// The number of documents in the text, counted up to 2. yaml-cpp's LoadAll never
+// returns on some malformed text (",: 1" yields an empty document that consumes
+// nothing, forever), so a document that starts where the previous one started is a
+// syntax error here. Throws YAML::Exception for ordinary syntax errors.
+size_t count_documents(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts h;
+  while (h.starts.size() < 2 && parser.HandleNextDocument(h)) {
+    const size_t n = h.starts.size();
+    if (n >= 2 && h.starts[n - 1].pos == h.starts[n - 2].pos) {
+      const YAML::Mark& m = h.starts.back();
+      const size_t pos = m.pos >= 0 ? static_cast<size_t>(m.pos) : 0;
+      std::string what = pos < text.size() ? std::string("unexpected '") + text[pos] + "'"
+                                           : std::string("unexpected end of text");
+      throw Error("YAML syntax error at " + mark_text(m) + ": " + what +
+                  " (the parser cannot continue from here)");
+    }
+  }
+  return h.starts.size();
+}
+
+}  // namespace
+
 json yaml_to_json(const std::string& yaml_text) {
-  std::vector<YAML::Node> docs;
+  const size_t bad = invalid_utf8_at(yaml_text);
+  if (bad != std::string::npos) {
+    const size_t line = 1 + static_cast<size_t>(std::count(yaml_text.begin(), yaml_text.begin() + bad, '\n'));
+    const size_t nl = bad == 0 ? std::string::npos : yaml_text.rfind('\n', bad - 1);
+    const size_t column = nl == std::string::npos ? bad + 1 : bad - nl;
+    throw Error("YAML text is not valid UTF-8: byte " + byte_hex(static_cast<unsigned char>(yaml_text[bad])) +
+                " at line " + std::to_string(line) + ", column " + std::to_string(column) +
+                "; HINT: save the file as UTF-8");
+  }
+  // YAML allows no C0 control character but tab, LF and CR; yaml-cpp would take
+  // leading NULs for a UTF-16/32 byte order and decode garbage.
+  for (size_t i = 0; i < yaml_text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(yaml_text[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) {
+      const size_t line = 1 + static_cast<size_t>(std::count(yaml_text.begin(), yaml_text.begin() + i, '\n'));
+      const size_t nl = i == 0 ? std::string::npos : yaml_text.rfind('\n', i - 1);
+      const size_t column = nl == std::string::npos ? i + 1 : i - nl;
+      throw Error("YAML text holds the control character " + byte_hex(c) + " at line " + std::to_string(line) +
+                  ", column " + std::to_string(column) + " (YAML allows tab, newline and carriage return only)" +
+                  (c == 0 ? "; HINT: a UTF-16 or UTF-32 file must be saved as UTF-8" : ""));
+    }
+  }
+  YAML::Node doc;
+  size_t n_docs = 0;
   try {
-    docs = YAML::LoadAll(yaml_text);
+    n_docs = count_documents(yaml_text);
+    AGENTR1_CHECK(n_docs <= 1, "YAML text holds more than one document (separated by ---); a "
+                               "config must be exactly one");
+    if (n_docs == 1) doc = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
     throw Error("YAML syntax error at " + mark_text(e.mark) + ": " + e.msg);
   }
-  AGENTR1_CHECK(docs.size() <= 1, "YAML text holds " << docs.size()
-                                                     << " documents (separated by ---); a "
-                                                        "config must be exactly one");
-  if (docs.empty()) return nullptr;
-  return node_to_json(docs[0]);
+  if (n_docs == 0) return nullptr;
+  return node_to_json(doc);
 }
 
 json load_yaml_file(const std::string& path) {
@@ -488,6 +605,11 @@ void apply_override_impl(json& tree, const std::string& assignment);
 }  // namespace
 
 void apply_override(json& tree, const std::string& assignment) {
+  const size_t bad = invalid_utf8_at(assignment);
+  AGENTR1_CHECK(bad == std::string::npos,
+                "override is not valid UTF-8: byte " << byte_hex(static_cast<unsigned char>(assignment[bad]))
+                                                      << " at offset " << bad
+                                                      << "; HINT: pass keys and values as UTF-8 text");
   const bool was_null = tree.is_null();
   try {
     apply_override_impl(tree, assignment);
@@ -729,6 +851,13 @@ std::string type_error(const std::string& key, const char* expected, const json&
     msg += " (quote it to pass a string: '" + describe_value(found) + "')";
   } else if (std::string(expected).rfind("a bool", 0) == 0 && found.is_number()) {
     msg += " (write true or false)";
+  } else if (std::string(expected).rfind("an integer", 0) == 0 && found.is_number_float()) {
+    // Integer text past 64 bits is read as a float (possibly inf): say so.
+    const double d = found.get<double>();
+    if (!std::isfinite(d) || std::fabs(d) >= 9.2e18)
+      msg += " (a number beyond the 64-bit integer range)";
+    else if (d != std::floor(d))
+      msg += " (not a whole number)";
   }
   return msg;
 }

@@ -222,7 +222,28 @@ TEST(YamlToJson, ErrorsNameLineAndRule) {
   EXPECT_HAS(m, "duplicate key 'a'");
   EXPECT_HAS(m, "line 3");
   m = error_of([] { yaml_to_json("a: 1\n---\nb: 2\n"); });
-  EXPECT_HAS(m, "2 documents");
+  EXPECT_HAS(m, "more than one document");
+  // yaml-cpp alone never returns on this text (an empty document that consumes nothing).
+  m = error_of([] { yaml_to_json(",: 1\n"); });
+  EXPECT_HAS(m, "YAML syntax error at line 1, column 1: unexpected ','");
+  m = error_of([] { yaml_to_json("a: 1\n,: 4\n"); });
+  EXPECT_HAS(m, "YAML syntax error");
+  m = error_of([] { yaml_to_json("a: 1\nb: caf\xe9\n"); });  // Latin-1, not UTF-8
+  EXPECT_HAS(m, "not valid UTF-8: byte 0xE9 at line 2, column 7");
+  m = error_of([] { yaml_to_json("\xed\xa0\x80: 1\n"); });  // a UTF-16 surrogate
+  EXPECT_HAS(m, "byte 0xED at line 1, column 1");
+  EXPECT_EQ(yaml_to_json("k: \"caf\xc3\xa9 \xf0\x9f\x98\x80\"\n")["k"], "caf\xc3\xa9 \xf0\x9f\x98\x80");
+  m = error_of([] { yaml_to_json(std::string("a\0b: 1\n", 7)); });  // e.g. a UTF-16 file
+  EXPECT_HAS(m, "control character 0x00 at line 1, column 2");
+  EXPECT_HAS(m, "UTF-16 or UTF-32 file must be saved as UTF-8");
+  m = error_of([] { yaml_to_json("a: \"\\ud800\"\n"); });  // an escape naming no character
+  EXPECT_HAS(m, "YAML syntax error at line 1");
+  // Control characters in a string survive to_yaml and back (escaped, not raw).
+  const json ctl = {{"k", std::string("x\x01y\x7f\x1b")}};
+  EXPECT_EQ(yaml_to_json(to_yaml(ctl)), ctl);
+  json t = json::object();
+  m = error_of([&] { apply_override(t, "++a=\xff"); });
+  EXPECT_HAS(m, "override is not valid UTF-8: byte 0xFF at offset 4");
   m = error_of([] { yaml_to_json("a: !!int abc\n"); });
   EXPECT_HAS(m, "'abc' is not a valid tag:yaml.org,2002:int");
   m = error_of([] { yaml_to_json("a: !custom 1\n"); });
@@ -604,6 +625,12 @@ TEST(Bind, TypeErrorsNameKeyExpectedAndFound) {
   EXPECT_HAS(bind_err("rollout: {n: 2.5}"),
              "rollout.n: expected an integer in [-2147483648, 2147483647], got 2.5");
   EXPECT_HAS(bind_err("rollout: {n: 3000000000}"), "rollout.n: expected an integer");
+  EXPECT_HAS(bind_err("rollout: {n: 2.5}"), "(not a whole number)");
+  // 309 digits: read as a float that overflows to inf, reported as out of range.
+  EXPECT_HAS(bind_err("rollout: {n: 1" + std::string(308, '0') + "}"),
+             "(a number beyond the 64-bit integer range)");
+  EXPECT_HAS(bind_err("rollout: {max_tokens: 99999999999999999999}"),
+             "(a number beyond the 64-bit integer range)");
   EXPECT_HAS(bind_err("rollout: {n: true}"), "rollout.n: expected an integer");
   EXPECT_HAS(bind_err("rollout: {seed_offset: -1}"),
              "rollout.seed_offset: expected an integer in [0, 18446744073709551615], got -1");
