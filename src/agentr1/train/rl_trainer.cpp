@@ -109,7 +109,8 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   std::string dir = c.trainer.output_dir;
   if (dir.empty())
     dir = "runs/" + (c.trainer.run_name.empty() ? default_run_name(c.algorithm.adv_estimator) : c.trainer.run_name);
-  run_dir_ = std::make_unique<RunDir>(dir);
+  run_dir_existed_ = fs::exists(dir);
+  run_dir_ = std::make_unique<RunDir>(dir, /*create=*/false);  // run() creates it
   // The phases.
   prompts_ = std::make_unique<PromptSource>(std::move(data.train), c.data.train_batch_size,
                                             static_cast<uint64_t>(c.data.seed));
@@ -167,14 +168,49 @@ std::string format_before_after(const EvalResult& before, const EvalResult& afte
 }
 
 RunSummary RLTrainer::run(RunMode mode) {
-  const TrainConfig& c = cfg_;
-  const auto t_run = Clock::now();
-  RunSummary summary;
-  summary.run_dir = run_dir_->path();
   if (mode == RunMode::kFresh && run_dir_->has_run())
     throw Error("run directory '" + run_dir_->path() + "' already holds a run (metrics.jsonl, summary.json or "
                 "checkpoints/); a second run would mix its logs with the first's. HINT: --resume to continue "
                 "it, --overwrite to start it over, or another trainer.output_dir / trainer.run_name");
+  json summary_json = json::object();
+  bool started = false;
+  int64_t step = 0;
+  try {
+    return run_steps(mode, summary_json, &started, &step);
+  } catch (const StopRequested&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string dir = run_dir_->path();
+    if (!started && mode != RunMode::kResume) {
+      // Nothing worth keeping was written: leave the directory as this run found it.
+      run_dir_->clear_run();
+      std::error_code ec;
+      if (!run_dir_existed_) fs::remove_all(dir, ec);
+      AGENTR1_LOG(INFO) << "start-up failed; removed what this run had written in " << dir;
+      throw;
+    }
+    if (!started) throw;  // a resume that failed before training left the run as it was
+    summary_json["failed"] = {{"step", step}, {"error", e.what()}};
+    try {
+      run_dir_->write_json("summary.json", summary_json);
+    } catch (const std::exception&) {
+      // the original error matters more
+    }
+    const std::optional<std::string> last = latest_checkpoint(checkpointer_->dir());
+    std::string hint = last ? "fix the cause, then the same command with --resume continues from " + *last
+                            : "no checkpoint was written (trainer.save_freq), so --resume cannot "
+                              "continue; fix the cause, then the same command with --overwrite starts over";
+    throw Error(std::string(e.what()) + "\n  the run stopped in step " + std::to_string(step) +
+                "; its logs are kept in " + dir + " (summary.json records the failure). HINT: " + hint);
+  }
+}
+
+RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started, int64_t* step_out) {
+  const TrainConfig& c = cfg_;
+  const auto t_run = Clock::now();
+  RunSummary summary;
+  summary.run_dir = run_dir_->path();
+  make_dirs(run_dir_->path());
   if (mode == RunMode::kOverwrite) {
     AGENTR1_LOG(INFO) << "overwrite: removing the earlier run in " << run_dir_->path();
     run_dir_->clear_run();
@@ -182,7 +218,6 @@ RunSummary RLTrainer::run(RunMode mode) {
   run_dir_->write_text("config.yaml", to_yaml(tree_));
 
   int64_t start_step = 0;
-  json summary_json = json::object();
   EvalResult baseline;
   bool have_baseline = false;
   if (mode == RunMode::kResume) {
@@ -216,6 +251,7 @@ RunSummary RLTrainer::run(RunMode mode) {
       return summary;
     }
     summary_json.erase("final");  // written again when this run ends
+    summary_json.erase("failed");  // an earlier failure this resume goes past
   }
   if (!have_baseline) {
     baseline = validate(start_step);
@@ -223,11 +259,13 @@ RunSummary RLTrainer::run(RunMode mode) {
     summary_json["baseline_step"] = start_step;
   }
   run_dir_->write_json("summary.json", summary_json);
+  *started = true;
 
   const int64_t total = c.trainer.total_steps;
   const DumpColumns dump_columns{advantages_->needs_values(), advantages_->step_level_values(),
                                  advantages_->kl_in_reward()};
   for (int64_t step = start_step + 1; step <= total; ++step) {
+    *step_out = step;
     const auto t_step = Clock::now();
     Metrics m;
     // 1. Prompts and rollouts.

@@ -88,6 +88,10 @@ class RLTrainer {
   // once; the validation at the checkpoint's step is not repeated). kFresh into a
   // directory that holds a run throws Error naming it, with the HINT --resume /
   // --overwrite. Throws StopRequested when a stop was requested (see set_stop_flag).
+  // A failure during start-up (before the baseline validation is logged) leaves no run
+  // behind: what this call wrote is removed, and the directory too if this trainer's
+  // construction found none. A later failure keeps the logs, records
+  // {"failed": {"step", "error"}} in summary.json and rethrows as Error with how to go on.
   RunSummary run(RunMode mode);
   RunSummary run(bool resume) { return run(resume ? RunMode::kResume : RunMode::kFresh); }
   // A flag set asynchronously (e.g. by a SIGINT handler; 0 = keep going). It is read
@@ -101,6 +105,8 @@ class RLTrainer {
  private:
   EvalResult validate(int64_t step);
   void save_checkpoint(int64_t step);
+  // The body of run(); *started is set once start-up is over, *step to the step under way.
+  RunSummary run_steps(RunMode mode, json& summary_json, bool* started, int64_t* step);
 
   TrainConfig cfg_;
   json tree_;
@@ -115,6 +121,7 @@ class RLTrainer {
   flow::FlowContext ctx_;
   std::vector<Sample> val_set_;
   std::unique_ptr<RunDir> run_dir_;
+  bool run_dir_existed_ = false;  // when the trainer was built (else run() created it)
   // The phases.
   std::unique_ptr<PromptSource> prompts_;
   std::unique_ptr<RolloutSource> rollout_;

@@ -11,6 +11,7 @@
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/model/transformer.h"
+#include "agentr1/tasks/reward.h"
 #include "agentr1/text/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
 #include "agentr1/train/rl_trainer.h"
@@ -387,6 +388,72 @@ TEST(RLTrainerCrashSafety, ResumeCutsWhatWasLoggedAfterTheCheckpoint) {
     EXPECT_EQ(t.run(RunMode::kResume).steps, 4);
   }
   EXPECT_EQ(logged_steps(run), whole);
+  fs::remove_all(dir);
+}
+
+// A reward function that fails on its n-th call (counted from when it is armed).
+std::atomic<int> g_reward_calls{0};
+std::atomic<int> g_fail_on_call{0};
+void register_failing_reward() {
+  static bool once = [] {
+    tasks::register_reward_fn("test_failing", [](const json&) -> tasks::RewardFn {
+      return [](const std::string&, const json&, const json&) -> float {
+        if (++g_reward_calls == g_fail_on_call.load()) throw std::runtime_error("reward backend went away");
+        return 0.0f;
+      };
+    });
+    return true;
+  }();
+  (void)once;
+}
+
+// A failure during start-up (here the baseline validation's first reward) leaves no
+// run behind: a fresh directory is removed, so the same command can simply be rerun.
+// A failure in a later step keeps the logs and says how to go on.
+TEST(RLTrainerCrashSafety, FailuresLeaveNoHalfWrittenRun) {
+  register_failing_reward();
+  const std::string dir = make_tiny_model_dir();
+  const std::string run = dir + "/run";
+  json tree = tiny_run_tree(dir, {"trainer.total_steps=3", "trainer.save_freq=1", "rollout.reward_fn=test_failing"});
+  g_reward_calls = 0;
+  g_fail_on_call = 1;  // the baseline's only greedy trajectory
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    const std::string e = error_of([&] { t.run(RunMode::kFresh); });
+    EXPECT_NE(e.find("reward backend went away"), std::string::npos) << e;
+  }
+  EXPECT_FALSE(fs::exists(run)) << "start-up failed: the run directory it created is gone";
+  // Into an existing directory with a file of the user's: only the run's files go.
+  fs::create_directories(run);
+  { std::ofstream(run + "/notes.txt") << "mine\n"; }
+  g_reward_calls = 0;
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_FALSE(error_of([&] { t.run(RunMode::kFresh); }).empty());
+  }
+  EXPECT_TRUE(fs::exists(run + "/notes.txt"));
+  EXPECT_FALSE(fs::exists(run + "/config.yaml"));
+  EXPECT_FALSE(fs::exists(run + "/metrics.jsonl"));
+  // Later: 1 baseline call, 4 per step (2 prompts x 2): call 6 is in step 2.
+  g_reward_calls = 0;
+  g_fail_on_call = 6;
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    const std::string e = error_of([&] { t.run(RunMode::kFresh); });
+    EXPECT_NE(e.find("reward backend went away"), std::string::npos) << e;
+    EXPECT_NE(e.find("the run stopped in step 2"), std::string::npos) << e;
+    EXPECT_NE(e.find("--resume continues from " + run + "/checkpoints/step_000001"), std::string::npos) << e;
+  }
+  EXPECT_EQ(logged_steps(run), (std::vector<int64_t>{0, 1}));
+  const json summary = json::parse(read_text_file(run + "/summary.json"));
+  EXPECT_EQ(summary["failed"]["step"], 2);
+  g_fail_on_call = 0;
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(RunMode::kResume).steps, 3);
+  }
+  EXPECT_EQ(logged_steps(run), (std::vector<int64_t>{0, 1, 2, 3, 3}));
+  EXPECT_FALSE(json::parse(read_text_file(run + "/summary.json")).contains("failed"));
   fs::remove_all(dir);
 }
 

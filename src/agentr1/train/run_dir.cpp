@@ -36,7 +36,9 @@ void fsync_path(const std::string& path) {
   ::close(fd);
 }
 
-RunDir::RunDir(std::string path) : path_(std::move(path)) { make_dirs(path_); }
+RunDir::RunDir(std::string path, bool create) : path_(std::move(path)) {
+  if (create) make_dirs(path_);
+}
 
 void RunDir::write_text(const std::string& rel, const std::string& text) const {
   const std::string target = file(rel);

@@ -19,8 +19,9 @@ namespace agentr1::train {
 
 class RunDir {
  public:
-  // Creates the directory (and parents). Throws Error naming the path on failure.
-  explicit RunDir(std::string path);
+  // Creates the directory (and parents) unless create is false (then the first write
+  // creates it). Throws Error naming the path on failure.
+  explicit RunDir(std::string path, bool create = true);
   const std::string& path() const { return path_; }
   std::string file(const std::string& rel) const { return path_ + "/" + rel; }
 
