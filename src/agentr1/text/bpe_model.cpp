@@ -81,9 +81,9 @@ BpeModel BpeModel::build(const J& m, bool byte_level) {
                   "vocab entry " << quote(it.key()) << " must map to an integer id, got "
                                  << it.value().dump());
     int64_t id = it.value().template get<int64_t>();
-    AGENTR1_CHECK(id >= 0 && id < INT32_MAX,
-                  "vocab entry " << quote(it.key()) << " has id " << id
-                                 << "; ids must be in [0, 2^31-1)");
+    AGENTR1_CHECK(id >= 0 && id < kMaxTokenId,
+                  "vocab entry " << quote(it.key()) << " has id " << id << "; ids must be in [0, "
+                                 << kMaxTokenId << ") (the largest vocabulary agentr1 loads)");
     bpe.vocab_.emplace(it.key(), static_cast<TokenId>(id));
     max_id = std::max(max_id, static_cast<TokenId>(id));
   }

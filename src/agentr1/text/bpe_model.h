@@ -27,6 +27,11 @@
 
 namespace agentr1::text {
 
+// Token ids (vocab and added tokens) must be below this: 2^24 = 16,777,216, some 60x
+// the largest real vocabulary and the model loader's vocab_size limit. Without a bound
+// one absurd id in a tokenizer.json would allocate gigabytes of id tables.
+constexpr int64_t kMaxTokenId = int64_t{1} << 24;
+
 class BpeModel {
  public:
   // Builds from the "model" object. Throws Error when the type is not BPE, an option is

@@ -175,7 +175,8 @@ std::shared_ptr<Tokenizer::Impl> build(const J& tj, const json& config) {
                           << a.dump());
       AddedToken t;
       int64_t id = a["id"].template get<int64_t>();
-      AGENTR1_CHECK(id >= 0 && id < INT32_MAX, where << " has id " << id << "; ids must be >= 0");
+      AGENTR1_CHECK(id >= 0 && id < kMaxTokenId, where << " has id " << id << "; ids must be in [0, "
+                                                      << kMaxTokenId << ") (the largest vocabulary agentr1 loads)");
       t.id = static_cast<TokenId>(id);
       t.content = a["content"].template get<std::string>();
       AGENTR1_CHECK(!t.content.empty() && is_valid_utf8(t.content),

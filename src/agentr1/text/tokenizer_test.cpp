@@ -375,6 +375,16 @@ TEST(Tokenizer, MalformedJsonGivesClearErrors) {
   e = error_of(j);
   EXPECT_NE(e.find("model.vocab is empty"), std::string::npos) << e;
 
+  // An absurd id (found by fuzz_tokenizer: 10 GB of id tables) is refused.
+  j = tiny_tokenizer_json();
+  j["model"]["vocab"]["huge"] = 333333387;
+  e = error_of(j);
+  EXPECT_NE(e.find("has id 333333387; ids must be in [0, 16777216)"), std::string::npos) << e;
+  j = tiny_tokenizer_json();
+  j["added_tokens"] = json::parse(R"([{"id": 16777216, "content": "<x>", "special": true}])");
+  e = error_of(j);
+  EXPECT_NE(e.find("added_tokens[0] has id 16777216; ids must be in [0, 16777216)"), std::string::npos) << e;
+
   j = tiny_tokenizer_json();
   j["model"]["vocab"]["dup"] = 3;
   e = error_of(j);
