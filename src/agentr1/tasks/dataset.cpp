@@ -14,9 +14,8 @@ bool is_blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == s
 // Calls fn(row, line_no) for every non-blank line; handles parse errors and the
 // skip policy in one place. fn throws to reject a row.
 template <typename Fn>
-void for_each_row(const std::string& path, const JsonlReadOptions& opts, int64_t* skipped, Fn&& fn) {
-  std::ifstream in(path, std::ios::binary);
-  AGENTR1_CHECK(in.good(), "cannot open JSONL file '" << path << "' for reading; check the path");
+void for_each_row(std::istream& in, const std::string& path, const JsonlReadOptions& opts,
+                  int64_t* skipped, Fn&& fn) {
   std::string line;
   int64_t line_no = 0;
   int64_t n_skipped = 0;
@@ -47,6 +46,26 @@ void for_each_row(const std::string& path, const JsonlReadOptions& opts, int64_t
   if (skipped) *skipped = n_skipped;
 }
 
+template <typename Fn>
+void for_each_row(const std::string& path, const JsonlReadOptions& opts, int64_t* skipped, Fn&& fn) {
+  std::ifstream in(path, std::ios::binary);
+  AGENTR1_CHECK(in.good(), "cannot open JSONL file '" << path << "' for reading; check the path");
+  for_each_row(in, path, opts, skipped, fn);
+}
+
+std::vector<Sample> read_samples(std::istream* in, const std::string& path,
+                                 const JsonlReadOptions& opts, int64_t* skipped) {
+  std::vector<Sample> samples;
+  auto add = [&](json& row, int64_t) {
+    Sample s = Sample::from_json(row);
+    if (opts.check) opts.check(s);
+    samples.push_back(std::move(s));
+  };
+  if (in) for_each_row(*in, path, opts, skipped, add);
+  else for_each_row(path, opts, skipped, add);
+  return samples;
+}
+
 void write_lines(const std::string& path, const std::vector<std::string>& lines) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   AGENTR1_CHECK(out.good(), "cannot open '" << path << "' for writing; check that the directory exists");
@@ -64,13 +83,12 @@ std::vector<json> read_jsonl_rows(const std::string& path, const JsonlReadOption
 }
 
 std::vector<Sample> load_jsonl(const std::string& path, const JsonlReadOptions& opts, int64_t* skipped) {
-  std::vector<Sample> samples;
-  for_each_row(path, opts, skipped, [&](json& row, int64_t) {
-    Sample s = Sample::from_json(row);
-    if (opts.check) opts.check(s);
-    samples.push_back(std::move(s));
-  });
-  return samples;
+  return read_samples(nullptr, path, opts, skipped);
+}
+
+std::vector<Sample> load_jsonl(std::istream& in, const std::string& source,
+                               const JsonlReadOptions& opts, int64_t* skipped) {
+  return read_samples(&in, source, opts, skipped);
 }
 
 void write_jsonl(const std::string& path, const std::vector<Sample>& samples) {

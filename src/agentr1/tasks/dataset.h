@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ std::vector<json> read_jsonl_rows(const std::string& path, const JsonlReadOption
 // field problem; with opts.skip_bad_rows they are logged and counted instead.
 std::vector<Sample> load_jsonl(const std::string& path, const JsonlReadOptions& opts = {},
                                int64_t* skipped = nullptr);
+// The same from a stream; errors name "<source>:<line>".
+std::vector<Sample> load_jsonl(std::istream& in, const std::string& source,
+                               const JsonlReadOptions& opts = {}, int64_t* skipped = nullptr);
 
 // One Sample::to_json() per line. Creates or truncates `path`; throws Error naming the
 // path when it cannot be written.
