@@ -6,7 +6,7 @@ padded layout verl uses (one row per trajectory; a step's observation tokens sit
 between its action tokens with response_mask 0 and random values/rewards that must be
 ignored; padding at the end): GRPO, RLOO, REINFORCE++ (+baseline), token-level GAE with
 observation tokens skipped, step-level GAE over the steps, the turn_rloo turn-level
-estimator, masked whitening (unbiased variance), GSPO, REINFORCE, the clipped value
+estimator, GiGPO (episode and anchor-state groups), masked whitening (unbiased variance), GSPO, REINFORCE, the clipped value
 loss, token entropy and the fixed/adaptive KL controllers. Writes inputs and expected
 outputs as JSON for estimator_test.cpp.
 
@@ -218,6 +218,9 @@ def est_step_gae(trajs, o):
             ms[b, t] = 1
         rs[b, len(tr["steps"]) - 1] += tr["outcome_reward"]
     adv_s, ret_s = verl_gae(rs, vs, ms, o["gamma"], o["lam"])
+    step_white = o["whiten_advantages"] and o["whiten_level"] == "step"
+    if step_white:  # StepPO: whiten over the batch's steps, one value each
+        adv_s = masked_whiten(adv_s, ms)
     # broadcast to tokens through the padded token layout
     _, _, m, kl, so = pad_layout(trajs, 0.0)
     adv = torch.zeros_like(m)
@@ -228,7 +231,7 @@ def est_step_gae(trajs, o):
             if m[b, t] > 0:
                 s = int(so[b, t])
                 adv[b, t], ret[b, t], val[b, t] = adv_s[b, s], ret_s[b, s], vs[b, s]
-    if o["whiten_advantages"]:
+    if o["whiten_advantages"] and not step_white:
         adv = masked_whiten(adv, m)
     return adv, ret, m, kl, so, [("critic/values", val)]
 
@@ -271,14 +274,63 @@ def est_turn_rloo(trajs, o):
     return adv, ret, m, kl, so, []
 
 
+def add_anchors(trajs, seed):
+    """GiGPO anchor states: "<start>" first, then a few shared states (and unknown "")."""
+    r = random.Random(seed)
+    for tr in trajs:
+        for t, st in enumerate(tr["steps"]):
+            st["anchor"] = "<start>" if t == 0 else r.choice(["s1", "s2", "s3", ""])
+
+
+def est_gigpo(trajs, o):
+    """GiGPO (arXiv 2505.10978): episode group advantage + omega * anchor-state step advantage."""
+    mean_std = o["gigpo_mode"] == "mean_std_norm"
+    r, _, m, kl, so = pad_layout(trajs, o["kl_coef"])
+    scores = r.sum(-1)
+    idx = group_ids(trajs)
+    episode = []
+    for i in range(len(trajs)):  # the episode level is GRPO's rule exactly
+        mem = torch.stack([scores[j] for j in range(len(trajs)) if idx[j] == idx[i]])
+        mean, std = (0.0, 1.0) if len(mem) == 1 else (mem.mean().item(), mem.std().item())
+        episode.append((scores[i].item() - mean) / (std + o["eps"]) if mean_std else scores[i].item() - mean)
+    G = []  # discounted return from each step
+    for tr in trajs:
+        rew = [st["reward"] - o["kl_coef"] * sum(st["token_kl"]) for st in tr["steps"]]
+        rew[-1] += tr["outcome_reward"]
+        G.append([sum(o["gamma"] ** (k - t) * rew[k] for k in range(t, len(rew))) for t in range(len(rew))])
+    step_adv = [[0.0] * len(g) for g in G]
+    buckets = {}
+    for i, tr in enumerate(trajs):
+        for t, st in enumerate(tr["steps"]):
+            if st["anchor"]:
+                buckets.setdefault((idx[i], st["anchor"]), []).append((i, t))
+    for mem in buckets.values():
+        if len(mem) < 2:
+            continue
+        vals = torch.tensor([G[i][t] for i, t in mem], dtype=D)
+        mean, std = vals.mean().item(), vals.std().item()
+        for i, t in mem:
+            step_adv[i][t] = (G[i][t] - mean) / (std + o["eps"]) if mean_std else G[i][t] - mean
+    adv = torch.zeros_like(m)
+    ret = torch.zeros_like(m)
+    for b in range(len(trajs)):
+        for t in range(m.shape[1]):
+            if m[b, t] > 0:
+                s = int(so[b, t])
+                adv[b, t] = episode[b] + o["gigpo_step_weight"] * step_adv[b][s]
+                ret[b, t] = G[b][s]
+    return adv, ret, m, kl, so, []
+
+
 ESTIMATORS = {
     "grpo": est_grpo, "rloo": est_rloo, "reinforce_plus_plus": est_rpp,
     "reinforce_plus_plus_baseline": est_rpp_baseline, "gae": est_step_gae,
-    "token_gae": est_token_gae, "turn_rloo": est_turn_rloo,
+    "token_gae": est_token_gae, "turn_rloo": est_turn_rloo, "gigpo": est_gigpo,
 }
 
 BASE = {"gamma": 1.0, "lam": 1.0, "norm_adv_by_std_in_grpo": True, "eps": 1e-6, "kl_coef": 0.0,
-        "whiten_advantages": True, "turn_norm_by_std": False}
+        "whiten_advantages": True, "turn_norm_by_std": False, "gigpo_step_weight": 1.0,
+        "gigpo_mode": "mean_std_norm", "whiten_level": "token"}
 GROUPS = ["a"] * 3 + ["b"] * 2 + ["c"] + ["d"] * 4 + ["e"] * 2
 VARIANTS = {
     "grpo": [{}, {"norm_adv_by_std_in_grpo": False}, {"kl_coef": 0.1}],
@@ -286,10 +338,13 @@ VARIANTS = {
     "reinforce_plus_plus": [{}, {"gamma": 0.9, "kl_coef": 0.1}],
     "reinforce_plus_plus_baseline": [{}, {"kl_coef": 0.1}],
     "gae": [{}, {"gamma": 0.9, "lam": 0.95}, {"gamma": 0.95, "lam": 0.8, "kl_coef": 0.1,
-                                               "whiten_advantages": False}],
+                                               "whiten_advantages": False},
+            {"gamma": 0.99, "lam": 0.95, "whiten_level": "step"}],
     "token_gae": [{}, {"gamma": 0.99, "lam": 0.95, "kl_coef": 0.1},
                   {"gamma": 0.9, "lam": 0.7, "whiten_advantages": False}],
     "turn_rloo": [{}, {"gamma": 0.9}, {"gamma": 0.8, "turn_norm_by_std": True, "kl_coef": 0.05}],
+    "gigpo": [{"gamma": 0.95}, {"gamma": 0.9, "gigpo_mode": "mean_norm", "gigpo_step_weight": 0.5},
+              {"gamma": 1.0, "kl_coef": 0.1, "gigpo_step_weight": 2.0}],
 }
 
 cases = {"estimators": [], "gspo": [], "reinforce": [], "value": [], "entropy": [],
@@ -298,6 +353,8 @@ for name, variants in VARIANTS.items():
     for var in variants:
         o = dict(BASE, **var)
         trajs = make_batch(GROUPS)
+        if name == "gigpo":
+            add_anchors(trajs, len(cases["estimators"]))
         adv, ret, m, kl, so, extra = ESTIMATORS[name](trajs, o)
         met = metrics_of(adv, ret, m, extra)
         met.update(kl_metrics(kl, m, o["kl_coef"]))

@@ -27,6 +27,7 @@ void ensure_builtins() {
     detail::register_reinforce_pp_estimators(add);
     detail::register_gae_estimators(add);
     detail::register_turn_level_estimators(add);
+    detail::register_gigpo_estimators(add);
   });
 }
 
@@ -36,6 +37,12 @@ void EstimatorOptions::validate() const {
   AGENTR1_CHECK(gamma >= 0 && gamma <= 1, "algorithm.gamma must be in [0, 1], got " << gamma);
   AGENTR1_CHECK(lam >= 0 && lam <= 1, "algorithm.lam must be in [0, 1], got " << lam);
   AGENTR1_CHECK(eps > 0, "estimator eps must be > 0, got " << eps);
+  AGENTR1_CHECK(std::isfinite(gigpo_step_weight) && gigpo_step_weight >= 0,
+                "algorithm.gigpo_step_weight must be finite and >= 0, got " << gigpo_step_weight);
+  AGENTR1_CHECK(whiten_level == "token" || whiten_level == "step",
+                "algorithm.whiten_level must be token or step, got '" << whiten_level << "'");
+  AGENTR1_CHECK(gigpo_mode == "mean_std_norm" || gigpo_mode == "mean_norm",
+                "algorithm.gigpo_mode must be mean_std_norm or mean_norm, got '" << gigpo_mode << "'");
   AGENTR1_CHECK(kl_coef >= 0 && std::isfinite(kl_coef),
                 "KL-in-reward coefficient (algorithm.kl_ctrl.kl_coef) must be finite and >= 0, got "
                     << kl_coef);

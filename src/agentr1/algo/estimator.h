@@ -24,7 +24,7 @@
 //
 // Built in (names as verl's algorithm.adv_estimator): grpo, rloo, reinforce_plus_plus,
 // reinforce_plus_plus_baseline, gae (step level), token_gae, turn_rloo (turn level,
-// see turn_level.h). Each one's formula is documented where it is registered and in
+// see turn_level.h), gigpo (episode + anchor-state step groups, see gigpo.h). Each one's formula is documented where it is registered and in
 // the header of its file pair.
 #pragma once
 
@@ -44,6 +44,7 @@ struct StepTokens {
   float value = 0;                  // step-level critic value V(s_t), read at the last prompt token (gae)
   std::vector<float> token_values;  // per action token critic values (token_gae); else empty
   std::vector<float> token_kl;      // per action token logprob - ref_logprob (KL in reward); empty = 0
+  std::string anchor;               // gigpo: the env state the step acted in (info["anchor"]); "" = unknown
 };
 
 struct TrajectoryTokens {
@@ -61,8 +62,13 @@ struct EstimatorOptions {
   double kl_coef = 0;               // KL-in-reward coefficient (algorithm.kl_ctrl value); 0 = off
   bool whiten_advantages = true;    // gae, token_gae: whiten advantages over all action tokens of
                                     //   the batch, as verl's compute_gae_advantage_return always does
+  std::string whiten_level = "token";  // gae: whiten over the batch's action tokens (verl) or
+                                    //   over its steps, each step counted once (StepPO); the
+                                    //   other estimators do not whiten
   bool turn_norm_by_std = false;    // turn_rloo: divide by the std of the group's pooled per-step
                                     //   returns (GRPO-style scale; slightly biased, so off by default)
+  double gigpo_step_weight = 1.0;   // gigpo: omega, the weight of the step-level (anchor) advantage
+  std::string gigpo_mode = "mean_std_norm";  // gigpo: mean_std_norm | mean_norm (no std division)
   void validate() const;            // throws Error naming the bad value
   // Config keys (the algorithm section, verl names). kl_coef is not a key: the trainer
   // sets it from algorithm.kl_ctrl every step.
@@ -73,7 +79,10 @@ struct EstimatorOptions {
     v.field("norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo, "grpo: divide by the group std (false: Dr.GRPO)");
     v.field("eps", eps, "added to standard deviations before dividing (grpo, turn_rloo)");
     v.field("whiten_advantages", whiten_advantages, "gae, token_gae: whiten advantages over the batch's action tokens");
+    v.field("whiten_level", whiten_level, "gae: token (verl: over action tokens) | step (StepPO: each step once)");
     v.field("turn_norm_by_std", turn_norm_by_std, "turn_rloo: divide by the std of the group's per-step returns");
+    v.field("gigpo_step_weight", gigpo_step_weight, "gigpo: weight of the step-level (anchor-state group) advantage");
+    v.field("gigpo_mode", gigpo_mode, "gigpo: mean_std_norm | mean_norm (group baselines without the std division)");
   }
 };
 

@@ -15,5 +15,6 @@ void register_outcome_estimators(const AddEstimator& add);       // grpo, rloo (
 void register_reinforce_pp_estimators(const AddEstimator& add);  // reinforce_plus_plus{,_baseline}
 void register_gae_estimators(const AddEstimator& add);           // gae, token_gae (gae.cpp)
 void register_turn_level_estimators(const AddEstimator& add);    // turn_rloo (turn_level.cpp)
+void register_gigpo_estimators(const AddEstimator& add);         // gigpo (gigpo.cpp)
 
 }  // namespace agentr1::algo::detail

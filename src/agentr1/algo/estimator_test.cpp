@@ -26,6 +26,9 @@ EstimatorOptions options_from(const json& o) {
   e.kl_coef = o["kl_coef"].get<double>();
   e.whiten_advantages = o["whiten_advantages"].get<bool>();
   e.turn_norm_by_std = o["turn_norm_by_std"].get<bool>();
+  e.gigpo_step_weight = o["gigpo_step_weight"].get<double>();
+  e.gigpo_mode = o["gigpo_mode"].get<std::string>();
+  e.whiten_level = o["whiten_level"].get<std::string>();
   return e;
 }
 
@@ -45,7 +48,7 @@ TrajectoryTokens traj(const std::string& group, float outcome, std::vector<float
 }
 
 TEST(EstimatorRegistryTest, KnownNamesUnknownAndDuplicate) {
-  const std::vector<std::string> want = {"gae", "grpo", "reinforce", "reinforce_plus_plus",
+  const std::vector<std::string> want = {"gae", "gigpo", "grpo", "reinforce", "reinforce_plus_plus",
                                          "reinforce_plus_plus_baseline", "rloo", "token_gae",
                                          "turn_rloo"};
   for (const auto& n : want) {
@@ -87,6 +90,28 @@ TEST(EstimatorTest, RejectsBadBatchesAndOptions) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("token_values"), std::string::npos) << e.what();
   }
+  o.kl_coef = 0;
+  o.whiten_level = "steps";
+  EXPECT_THROW(grpo->compute({traj("g", 1, {0.f})}, o), Error);
+  o.whiten_level = "step";  // one advantage per step: gae only
+  auto tg = traj("g", 1, {0.f}, {2});
+  tg.steps[0].token_values = {0.1f, 0.2f};
+  EXPECT_THROW(make_estimator("token_gae")->compute({tg}, o), Error);
+}
+
+// whiten_level=step counts each step once: a long step does not outweigh a short one.
+TEST(EstimatorTest, StepWhiteningCountsEachStepOnce) {
+  // Two single-step trajectories, values 0: raw advantages 1 (1 token) and 0 (9 tokens).
+  std::vector<TrajectoryTokens> b = {traj("a", 1, {0.f}, {1}), traj("b", 0, {0.f}, {9})};
+  EstimatorOptions o;
+  o.whiten_level = "step";
+  const AdvantageOutput s = make_estimator("gae")->compute(b, o);
+  const double inv = 1.0 / std::sqrt(0.5 + 1e-8);  // mean 0.5, unbiased var 0.5 over 2 steps
+  EXPECT_NEAR(s.advantages[0][0][0], 0.5 * inv, 1e-5);
+  for (float x : s.advantages[1][0]) EXPECT_NEAR(x, -0.5 * inv, 1e-5);
+  o.whiten_level = "token";  // over 10 tokens: mean 0.1
+  const AdvantageOutput t = make_estimator("gae")->compute(b, o);
+  EXPECT_GT(t.advantages[0][0][0], 2.5);
 }
 
 TEST(EstimatorTest, HandWorkedOutcomeEstimators) {

@@ -75,6 +75,7 @@ inline std::vector<TrajectoryTokens> trajectories_from(const json& trajs) {
       st.value = s["value"].get<float>();
       st.token_values = s["token_values"].get<std::vector<float>>();
       st.token_kl = s["token_kl"].get<std::vector<float>>();
+      if (s.contains("anchor")) st.anchor = s["anchor"].get<std::string>();
       tr.steps.push_back(std::move(st));
     }
     out.push_back(std::move(tr));

@@ -9,12 +9,16 @@
 //     at each step's last token, outcome at the very last) — verl's
 //     compute_gae_advantage_return with a response mask that zeroes observation tokens.
 // Advantages are then whitened over all action tokens of the batch (whiten_advantages,
-// default true, as verl); returns are not.
+// default true, as verl); returns are not. gae with whiten_level=step whitens over the
+// batch's steps instead, each step one value whatever its length (StepPO, arXiv
+// 2604.18401: step rows, not tokens).
+#include <algorithm>
 #include <memory>
 
 #include "agentr1/algo/estimator.h"
 #include "agentr1/algo/estimator_builtin.h"
 #include "agentr1/algo/returns.h"
+#include "agentr1/core/error.h"
 
 namespace agentr1::algo {
 namespace {
@@ -40,7 +44,16 @@ class StepGae final : public AdvantageEstimator {
         ret[i].emplace_back(batch[i].steps[t].n_tokens, g.returns[t]);
       }
     }
-    if (opts.whiten_advantages) whiten_in_place(&adv);
+    if (opts.whiten_advantages && opts.whiten_level == "step") {
+      Nested per_step(batch.size());
+      for (size_t i = 0; i < batch.size(); ++i)
+        for (const auto& a : adv[i]) per_step[i].push_back({a.front()});
+      whiten_in_place(&per_step);
+      for (size_t i = 0; i < batch.size(); ++i)
+        for (size_t t = 0; t < adv[i].size(); ++t) std::fill(adv[i][t].begin(), adv[i][t].end(), per_step[i][t][0]);
+    } else if (opts.whiten_advantages) {
+      whiten_in_place(&adv);
+    }
     return finish_output(batch, adv, ret, opts, /*uses_step_values=*/true, false);
   }
 };
@@ -52,6 +65,8 @@ class TokenGae final : public AdvantageEstimator {
   AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
                           const EstimatorOptions& opts) const override {
     opts.validate();
+    AGENTR1_CHECK(opts.whiten_level == "token",
+                  "algorithm.whiten_level=step needs one advantage per step (gae); token_gae has one per token");
     validate_batch(batch, /*needs_token_values=*/true, name());
     Nested adv, ret;
     for (const auto& tr : batch) {

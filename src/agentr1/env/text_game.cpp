@@ -124,6 +124,7 @@ Observation GameEnv::reset(const Sample& sample) {
   AGENTR1_CHECK(!messages_.empty(), "GameEnv '" << name_ << "': the sample has no prompt and the game no intro");
   head_size_ = messages_.size();
   turn_index_ = 0;
+  anchor_ = intro.empty() ? "<start>" : intro;
   const std::string text = ctx_.chat_template->render(messages_, json(), /*add_generation_prompt=*/true,
                                                       render_options_);
   prompt_ids_ = ctx_.tokenizer->encode(text, /*allow_special=*/true);
@@ -141,6 +142,7 @@ StepResult GameEnv::step(const Action& action) {
 
   StepResult result;
   json info = json::object();
+  info["anchor"] = anchor_;
   const std::optional<std::string> command = extract_command(text);
   GameStep g;
   if (!command) {
@@ -154,6 +156,7 @@ StepResult GameEnv::step(const Action& action) {
       for (auto it = g.info.begin(); it != g.info.end(); ++it) info["game/" + it.key()] = it.value();
   }
   info["game_reward"] = g.reward;
+  anchor_ = g.observation;
 
   const size_t assistant_index = messages_.size();
   messages_.push_back(message("assistant", text));

@@ -130,6 +130,7 @@ class GameEnv : public AgentEnv {
   size_t turn_index_ = 0;
   bool started_ = false;
   bool finished_ = false;
+  std::string anchor_;  // the game's last observation (info["anchor"] of the next step)
 };
 
 // Registers game `name` and AgentEnv `name` as a GameEnv over the games `factory`

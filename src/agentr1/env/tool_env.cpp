@@ -186,6 +186,7 @@ Observation ToolEnv::reset(const Sample& sample) {
   messages_ = sample.prompt;
   head_size_ = messages_.size();
   turn_index_ = 0;
+  anchor_ = "<start>";
   const std::string text = ctx_.chat_template->render(messages_, tools_schema_,
                                                       /*add_generation_prompt=*/true,
                                                       render_options_);
@@ -315,6 +316,7 @@ StepResult ToolEnv::step(const Action& action) {
 
   StepResult result;
   json info = json::object();
+  info["anchor"] = anchor_;
   int n_calls = 0, n_errors = 0, n_timeouts = 0, n_malformed = 0, n_unknown = 0;
   json calls_info = json::array();
 
@@ -413,6 +415,9 @@ StepResult ToolEnv::step(const Action& action) {
                              ". Write each call as the system prompt shows.");
   }
 
+  anchor_.clear();  // the next step's state: this turn's tool responses, in order
+  for (size_t m = assistant_index + 1; m < messages_.size(); ++m)
+    anchor_ += (m > assistant_index + 1 ? "\n" : "") + messages_[m]["content"].get<std::string>();
   info["tool_calls"] = n_calls;
   info["tool_errors"] = n_errors;
   info["tool_timeouts"] = n_timeouts;

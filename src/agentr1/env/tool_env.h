@@ -140,6 +140,7 @@ class ToolEnv : public AgentEnv {
   size_t turn_index_ = 0;                      // turns handed to the context policy so far
   bool started_ = false;
   bool finished_ = false;
+  std::string anchor_;                         // the last turn's tool responses ("<start>" first)
 };
 
 }  // namespace agentr1::env

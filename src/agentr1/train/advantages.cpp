@@ -51,6 +51,8 @@ AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const 
           x.token_values = v;
       }
       if (in.token_kl != nullptr) x.token_kl = (*in.token_kl).at(i).at(s);
+      const auto anchor = st.info.find("anchor");
+      if (anchor != st.info.end() && anchor->is_string()) x.anchor = anchor->get<std::string>();
       tt.steps.push_back(std::move(x));
       steps.push_back(s);
     }

@@ -51,7 +51,7 @@ TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
   const CompareRecipe r = shipped_recipe();
   EXPECT_EQ(known_methods(r.methods),
             (std::vector<std::string>{"grpo", "ppo", "rloo", "reinforce_plus_plus", "reinforce",
-                                      "reinforce_plus_plus_baseline", "turn_rloo", "gspo"}));
+                                      "reinforce_plus_plus_baseline", "turn_rloo", "gspo", "gigpo", "steppo"}));
   EXPECT_EQ(method_overrides(r.methods, "reinforce"),
             (std::vector<std::string>{"algorithm.adv_estimator=reinforce", "actor.policy_loss=reinforce"}));
   EXPECT_EQ(r.default_methods, (std::vector<std::string>{"grpo", "ppo", "rloo", "reinforce_plus_plus"}));
@@ -59,6 +59,17 @@ TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
   EXPECT_EQ(method_overrides(r.methods, "gspo"),
             (std::vector<std::string>{"algorithm.adv_estimator=grpo", "actor.policy_loss=gspo",
                                       "actor.loss_agg_mode=seq-mean-token-mean"}));
+  // StepPO is the composition of existing parts (see configs/compare.yaml).
+  {
+    json tree = default_train_tree();
+    for (const auto& o : method_overrides(r.methods, "steppo")) apply_override(tree, o);
+    const TrainConfig c = load_train_config(tree);
+    EXPECT_EQ(c.algorithm.adv_estimator, "gae");
+    EXPECT_EQ(c.algorithm.estimator.whiten_level, "step");
+    EXPECT_EQ(c.actor.policy_loss, "gspo");
+    EXPECT_FALSE(c.actor.merge_prefix_steps);
+    EXPECT_DOUBLE_EQ(c.actor.clip_ratio_high, 0.0004);
+  }
   // Every method makes a valid config out of the defaults.
   for (const auto& [name, overrides] : r.methods) {
     json tree = default_train_tree();
@@ -71,7 +82,7 @@ TEST(CompareRecipeTest, UnknownMethodListsTheKnownOnes) {
   const CompareRecipe r = shipped_recipe();
   EXPECT_EQ(error_of([&] { method_overrides(r.methods, "dpo"); }),
             "unknown comparison method 'dpo'; known: grpo, ppo, rloo, reinforce_plus_plus, reinforce, "
-            "reinforce_plus_plus_baseline, turn_rloo, gspo");
+            "reinforce_plus_plus_baseline, turn_rloo, gspo, gigpo, steppo");
 }
 
 TEST(CompareRecipeTest, MalformedTableNamesTheEntryAndTheRule) {

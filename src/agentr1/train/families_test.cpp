@@ -106,5 +106,53 @@ TEST(Families, EachFamilyTrainsTwoStepsOnATinyModel) {
   fs::remove_all(dir);
 }
 
+// GiGPO on a game family: every step carries the env's anchor state, the first steps
+// of each prompt's trajectories share one (the game's intro), so anchor groups form.
+TEST(Families, GigpoGroupsStepsByTheGamesAnchorStates) {
+  tasks::register_builtin_tasks();
+  const std::string dir = testing::make_tiny_model_dir("gigpo");
+  json tree = default_train_tree();
+  apply_override(tree, "data.task=alfworld");
+  auto fam = tasks::make_task_family("alfworld", json::object());
+  for (const std::string& kv : fam->recipe_defaults()) apply_override(tree, kv);
+  const std::string run = dir + "/run";
+  for (const std::string& o : std::vector<std::string>{
+           "model.path=" + dir + "/model", "trainer.output_dir=" + run, "trainer.total_steps=1",
+           "trainer.test_freq=0", "trainer.threads=1", "data.train_batch_size=2", "data.train_size=8",
+           "data.val_size=2", "rollout.n=3", "rollout.val_k=0", "rollout.max_new_tokens=8",
+           "rollout.max_steps=3", "rollout.max_prompt_tokens=4000", "trainer.progress=false",
+           "algorithm.adv_estimator=gigpo", "algorithm.gamma=0.95"})
+    apply_override(tree, o);
+  RLTrainer t(load_train_config(tree), tree);
+  EXPECT_EQ(t.run(/*resume=*/false).steps, 1);
+  json step1;
+  std::ifstream m(run + "/metrics.jsonl");
+  for (std::string line; std::getline(m, line);) {
+    const json j = json::parse(line);
+    if (j["step"] == 1 && j.contains("gigpo/anchor_groups")) step1 = j;
+  }
+  ASSERT_FALSE(step1.is_null()) << "no gigpo metrics in step 1";
+  EXPECT_EQ(step1["gigpo/known_anchor_fraction"].get<double>(), 1.0);
+  EXPECT_GE(step1["gigpo/anchor_groups"].get<double>(), 2.0);  // each prompt's first steps
+  EXPECT_GT(step1["gigpo/grouped_step_fraction"].get<double>(), 0.0);
+  std::ifstream f(run + "/trajectories/step_000001.jsonl");
+  std::string line;
+  ASSERT_TRUE(static_cast<bool>(std::getline(f, line)));
+  const json traj = json::parse(line);
+  const json& steps = traj["steps"];
+  ASSERT_FALSE(steps.empty());
+  EXPECT_NE(steps[0]["info"]["anchor"].get<std::string>().find("You are in the middle of a room"),
+            std::string::npos)
+      << steps[0]["info"].dump();
+  // Each anchor is the game text the model was shown when it acted.
+  const text::Tokenizer tok = text::Tokenizer::load(dir + "/model");
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const std::string anchor = steps[k]["info"]["anchor"].get<std::string>();
+    EXPECT_FALSE(anchor.empty()) << k;
+    EXPECT_NE(tok.decode(steps[k]["prompt_ids"].get<TokenIds>()).find(anchor), std::string::npos) << k;
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace agentr1::train
