@@ -155,6 +155,35 @@ check "replay: reports the checkpoint and temperature" python3 -c "import json,s
 "$bin" replay --dump "$tmp/rprun/trajectories/step_000002.jsonl" --checkpoint "$tmp/rpother" >/dev/null 2>&1
 check "replay: other weights exit 3" test $? -eq 3
 check "replay: missing dump" one_line_error replay --dump "$tmp/nope.jsonl"
+# A dump whose policy version has no saved checkpoint (save_freq 0: only the last step).
+"$bin" train model.path="$tmp/rpmodel" trainer.output_dir="$tmp/rpnosave" trainer.total_steps=2 \
+  data.train_batch_size=2 rollout.n=2 data.val_size=1 rollout.val_k=0 rollout.max_new_tokens=4 \
+  trainer.threads=1 trainer.progress=false >/dev/null 2>&1
+check "replay: unsaved version" one_line_error replay --dump "$tmp/rpnosave/trajectories/step_000002.jsonl"
+check "replay: names the missing checkpoint" grep -q "step_000001 was not saved" "$tmp/err"
+check "train: positions past the model" one_line_error train model.path="$tmp/rpmodel" \
+  trainer.output_dir="$tmp/rpbad" rollout.max_prompt_tokens=5000 trainer.threads=1
+check "train: positions past the model: the fix" grep -q "HINT: set rollout.max_prompt_tokens=" "$tmp/err"
+check "train: a failed start-up writes no run directory" test ! -e "$tmp/rpbad"
+# Numbers and YAML text that once crashed, hung or said too little.
+check "train: a 309-digit integer" one_line_error train "rollout.n=1$(printf '0%.0s' $(seq 308))"
+check "train: a 309-digit integer names the range" grep -q "beyond the 64-bit integer range" "$tmp/err"
+printf ',: 1\n' >"$tmp/stuck.yaml"
+check "train: YAML the parser cannot leave (once a hang)" timeout 60 bash -c "'$bin' train --config '$tmp/stuck.yaml' 2>'$tmp/err'; test \$? -ne 0 -a \$(wc -l <'$tmp/err') -eq 1"
+check "train: names the character" grep -q "unexpected ','" "$tmp/err"
+printf 'trainer:\n  run_name: caf\xe9\n' >"$tmp/latin1.yaml"
+check "train: a Latin-1 config" one_line_error train --config "$tmp/latin1.yaml"
+check "train: names the byte and place" grep -q "not valid UTF-8: byte 0xE9 at line 2, column 16" "$tmp/err"
+# A safetensors header whose shape needs more than 2^64 bytes.
+cp -r "$tmp/rpmodel" "$tmp/badst"
+python3 - "$tmp/badst/model.safetensors" <<'PY'
+import json, struct, sys
+h = json.dumps({"x": {"dtype": "F64", "shape": [2**32, 2**32, 16], "data_offsets": [0, 0]}}).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h)
+PY
+echo '[1, 2]' >"$tmp/ids2.jsonl"
+check "score: safetensors size overflow" one_line_error score --model "$tmp/badst" --threads 1 <"$tmp/ids2.jsonl"
+check "score: names the tensor and the rule" grep -q "tensor 'x': shape \[4294967296,4294967296,16\] of F64 is too large" "$tmp/err"
 printf '"a"\n\n"b"\n' | "$bin" tokenize --tokenizer "$tok" >"$tmp/aligned.jsonl"
 check "tokenize: a blank line keeps the lines aligned" test "$(sed -n 2p "$tmp/aligned.jsonl")" = "" -a "$(wc -l <"$tmp/aligned.jsonl")" -eq 3
 check "benchmark --help" "$bin" benchmark --help >/dev/null
