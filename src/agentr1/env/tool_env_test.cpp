@@ -402,10 +402,18 @@ TEST_F(EnvFixture, ToolFailuresAreFeedbackAndCounted) {
   EXPECT_TRUE(contains(next, "Error: malformed tool call")) << next;
   // All four answers form one user turn after the assistant's <|im_end|>.
   EXPECT_TRUE(contains(next, "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n")) << next;
+  // GiGPO's anchor: the state each step acted in; "<start>" first, then the previous
+  // turn's tool responses in call order.
+  EXPECT_EQ(r.info["anchor"], "<start>");
   // The episode goes on.
   TokenIds done = tok().encode("ok", true);
   done.push_back(special("<|im_end|>"));
-  EXPECT_TRUE(env.step(action_of(done)).done);
+  const StepResult last = env.step(action_of(done));
+  EXPECT_TRUE(last.done);
+  const std::string anchor = last.info["anchor"].get<std::string>();
+  EXPECT_EQ(anchor.rfind("Error: unknown tool 'calc'", 0), 0u) << anchor;
+  EXPECT_TRUE(contains(anchor, "\nError: tool 'broken' failed: boom\n")) << anchor;
+  EXPECT_TRUE(contains(anchor, "Error: malformed tool call")) << anchor;
 }
 
 TEST_F(EnvFixture, CallsOverTheLimitAreNotRun) {
