@@ -153,6 +153,24 @@ void Regex::find_all(std::string_view s, uint32_t base, std::vector<Span>& out) 
   }
 }
 
+namespace {
+
+// An optional option of a component: absent or null gives the default; another type
+// is an Error naming the component and the key (never json's own type_error).
+bool flag_option(const json& j, const char* key, bool dflt, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return dflt;
+  AGENTR1_CHECK(j[key].is_boolean(), where << ": \"" << key << "\" must be true or false, got " << j[key].dump());
+  return j[key].get<bool>();
+}
+
+std::string text_option(const json& j, const char* key, const char* dflt, const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return dflt;
+  AGENTR1_CHECK(j[key].is_string(), where << ": \"" << key << "\" must be a string, got " << j[key].dump());
+  return j[key].get<std::string>();
+}
+
+}  // namespace
+
 void PreTokenizer::add_component(const json& j, std::vector<Step>& steps,
                                  const std::string& where) {
   AGENTR1_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(),
@@ -195,7 +213,7 @@ void PreTokenizer::add_component(const json& j, std::vector<Step>& steps,
       throw Error(where + ": Split pattern must have \"Regex\" or \"String\", got " +
                   pat.dump());
     }
-    const std::string behavior = j.value("behavior", std::string("Isolated"));
+    const std::string behavior = text_option(j, "behavior", "Isolated", where);
     if (behavior == "Removed") step.behavior = SplitBehavior::kRemoved;
     else if (behavior == "Isolated") step.behavior = SplitBehavior::kIsolated;
     else if (behavior == "MergedWithPrevious") step.behavior = SplitBehavior::kMergedWithPrevious;
@@ -205,11 +223,11 @@ void PreTokenizer::add_component(const json& j, std::vector<Step>& steps,
       throw Error(where + ": unknown Split behavior \"" + behavior +
                   "\"; supported: Removed, Isolated, MergedWithPrevious, MergedWithNext, "
                   "Contiguous");
-    step.invert = j.value("invert", false);
+    step.invert = flag_option(j, "invert", false, where);
   } else if (type == "ByteLevel") {
     step.is_byte_level = true;
-    step.add_prefix_space = j.value("add_prefix_space", true);
-    if (j.value("use_regex", true)) step.regex = std::make_shared<Regex>(kGpt2Pattern);
+    step.add_prefix_space = flag_option(j, "add_prefix_space", true, where);
+    if (flag_option(j, "use_regex", true, where)) step.regex = std::make_shared<Regex>(kGpt2Pattern);
     step.behavior = SplitBehavior::kIsolated;
   } else {
     throw Error(where + ": unsupported pre-tokenizer type \"" + type + "\"; supported: " +

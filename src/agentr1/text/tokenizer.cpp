@@ -253,7 +253,8 @@ std::shared_ptr<Tokenizer::Impl> build(const J& tj, const json& config) {
                           << ct.dump().substr(0, 200));
         const json* chosen = &ct[0];
         for (const auto& e : ct) {
-          if (e.is_object() && e.value("name", std::string()) == "default") chosen = &e;
+          if (e.is_object() && e.contains("name") && e["name"].is_string() && e["name"].get<std::string>() == "default")
+            chosen = &e;
         }
         AGENTR1_CHECK(chosen->is_object() && chosen->contains("template") &&
                           (*chosen)["template"].is_string(),

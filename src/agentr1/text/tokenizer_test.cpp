@@ -375,6 +375,18 @@ TEST(Tokenizer, MalformedJsonGivesClearErrors) {
   e = error_of(j);
   EXPECT_NE(e.find("model.vocab is empty"), std::string::npos) << e;
 
+  // Options of the wrong type are Errors naming the component, not json type errors
+  // (found by fuzz_tokenizer).
+  j = tiny_tokenizer_json();
+  j["pre_tokenizer"] = json::parse(R"({"type": "ByteLevel", "add_prefix_space": "<|endoftext|>"})");
+  e = error_of(j);
+  EXPECT_NE(e.find("pre_tokenizer: \"add_prefix_space\" must be true or false, got \"<|endoftext|>\""),
+            std::string::npos) << e;
+  j = tiny_tokenizer_json();
+  j["pre_tokenizer"] = json::parse(R"({"type": "Split", "pattern": {"Regex": "a"}, "behavior": 3})");
+  e = error_of(j);
+  EXPECT_NE(e.find("\"behavior\" must be a string, got 3"), std::string::npos) << e;
+
   // An absurd id (found by fuzz_tokenizer: 10 GB of id tables) is refused.
   j = tiny_tokenizer_json();
   j["model"]["vocab"]["huge"] = 333333387;
