@@ -264,14 +264,20 @@ def est_turn_rloo(trajs, o):
                 if idx[j] == g:
                     A[j] = [a / (sd + o["eps"]) for a in A[j]]
     _, _, m, kl, so = pad_layout(trajs, 0.0)
+    adv, ret = broadcast_steps(m, so, A, G)
+    return adv, ret, m, kl, so, []
+
+
+def broadcast_steps(m, so, A, G):
+    """Per-step advantages A[b][s] and returns G[b][s] onto the padded token layout."""
     adv = torch.zeros_like(m)
     ret = torch.zeros_like(m)
-    for b in range(len(trajs)):
+    for b in range(m.shape[0]):
         for t in range(m.shape[1]):
             if m[b, t] > 0:
                 s = int(so[b, t])
                 adv[b, t], ret[b, t] = A[b][s], G[b][s]
-    return adv, ret, m, kl, so, []
+    return adv, ret
 
 
 def add_anchors(trajs, seed):
@@ -311,14 +317,8 @@ def est_gigpo(trajs, o):
         mean, std = vals.mean().item(), vals.std().item()
         for i, t in mem:
             step_adv[i][t] = (G[i][t] - mean) / (std + o["eps"]) if mean_std else G[i][t] - mean
-    adv = torch.zeros_like(m)
-    ret = torch.zeros_like(m)
-    for b in range(len(trajs)):
-        for t in range(m.shape[1]):
-            if m[b, t] > 0:
-                s = int(so[b, t])
-                adv[b, t] = episode[b] + o["gigpo_step_weight"] * step_adv[b][s]
-                ret[b, t] = G[b][s]
+    A = [[episode[b] + o["gigpo_step_weight"] * a for a in step_adv[b]] for b in range(len(trajs))]
+    adv, ret = broadcast_steps(m, so, A, G)
     return adv, ret, m, kl, so, []
 
 
