@@ -1,8 +1,14 @@
-// forward_cached must equal the full causal forward: prefill + token-by-token decode,
-// rows of different lengths in one call, shared prefixes copied between slots.
+// forward_cached over the paged KV cache must equal the full causal forward: prefill +
+// token-by-token decode, rows of different lengths in one call, blocks shared by
+// reference and copied on write, scattered block tables. Each case runs both the fused
+// CPU kernels and the portable tensor path, and the two are compared with each other.
 #include "agentr1/model/kv_cache.h"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <numeric>
+#include <string>
 
 #include "agentr1/core/error.h"
 #include "agentr1/model/model_test_util.h"
@@ -19,102 +25,170 @@ constexpr double kTol = 1e-4;
 
 double max_abs(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
-class KVCacheArchTest : public ::testing::TestWithParam<Arch> {};
+// The process's peak resident set (VmHWM) in MiB.
+double peak_rss_mib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+// First in the file, so the process peak before it is that of a small process: an
+// 8,192-token prompt prefilled in one call through the fused kernels stays within a
+// small memory bound (the tensor path would materialise [1, 4, 8192, 8192] fp32
+// scores, 1 GiB, twice), and equals a chunked prefill through the tensor path.
+TEST(KVCacheTest, LongPromptPrefillsInBoundedMemoryAndEqualsChunkedPrefill) {
+  at::NoGradGuard ng;
+  ModelConfig c = tiny_config(Arch::kLlama);
+  c.max_position_embeddings = 8192;
+  Transformer m = spicy_model(c, 31);
+  const int64_t T = 8192, bs = 64;
+  at::Tensor ids = random_ids(1, T, c.vocab_size, 4)[0];
+  std::vector<int32_t> table(static_cast<size_t>(T / bs));
+  std::iota(table.rbegin(), table.rend(), 0);  // blocks in reverse order: not contiguous
+  KVCache fused(c, T / bs, bs, at::kFloat, at::kCPU);
+  const double before = peak_rss_mib();
+  at::Tensor lf = m->forward_cached(ids, {CachedRow{0, T, &table}}, fused);
+  const double grew = peak_rss_mib() - before;
+  std::printf("[kv] 8192-token fused prefill: peak RSS grew %.1f MiB\n", grew);
+  EXPECT_LT(grew, 200.0);
+
+  KVCache ref(c, T / bs, bs, at::kFloat, at::kCPU);
+  ref.fused_attention = false;
+  at::Tensor lr;
+  for (int64_t s = 0; s < T; s += 512)
+    lr = m->forward_cached(ids.narrow(0, s, 512), {CachedRow{s, 512, &table}}, ref);
+  EXPECT_LE(max_abs(lf, lr), kTol);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    EXPECT_LE(max_abs(fused.k(l), ref.k(l)), kTol) << "layer " << l << " keys";
+}
+
+struct PathArch {
+  Arch arch;
+  bool fused;
+};
+
+class KVCacheArchTest : public ::testing::TestWithParam<PathArch> {};
 
 TEST_P(KVCacheArchTest, PrefillThenDecodeEqualsFullForward) {
   at::NoGradGuard ng;
-  Transformer m = spicy_model(tiny_config(GetParam()), 7);
+  Transformer m = spicy_model(tiny_config(GetParam().arch), 7);
   const int64_t T = 24, P = 9;
-  at::Tensor ids = random_ids(1, T, m->config().vocab_size, 3);
-  at::Tensor full = m->forward(ids)[0];  // [T,V]
-  KVCache cache(m->config(), /*n_slots=*/4, /*max_len=*/32, at::kFloat, at::kCPU);
-  at::Tensor first = m->forward_cached(ids.narrow(1, 0, P), {2}, {P}, cache);  // [1,V]
-  EXPECT_EQ(cache.length(2), P);
+  at::Tensor ids = random_ids(1, T, m->config().vocab_size, 3)[0];
+  at::Tensor full = m->forward(ids.unsqueeze(0))[0];  // [T,V]
+  KVCache cache(m->config(), /*n_blocks=*/9, /*block_size=*/4, at::kFloat, at::kCPU);
+  cache.fused_attention = GetParam().fused;
+  const std::vector<int32_t> table = {5, 2, 7, 0, 8, 3};  // 24 positions, scattered
+  at::Tensor first = m->forward_cached(ids.narrow(0, 0, P), {CachedRow{0, P, &table}}, cache);  // [1,V]
   double worst = max_abs(first[0], full[P - 1]);
   for (int64_t t = P; t < T; ++t) {
-    at::Tensor lg = m->forward_cached(ids.narrow(1, t, 1), {2}, {1}, cache);
+    at::Tensor lg = m->forward_cached(ids.narrow(0, t, 1), {CachedRow{t, 1, &table}}, cache);
     worst = std::max(worst, max_abs(lg[0], full[t]));
   }
-  EXPECT_EQ(cache.length(2), T);
-  std::printf("[kv] %s prefill+decode max_abs_diff %.3e\n", arch_name(GetParam()), worst);
+  std::printf("[kv] %s %s prefill+decode max_abs_diff %.3e\n", arch_name(GetParam().arch),
+              GetParam().fused ? "fused" : "tensor", worst);
   EXPECT_LE(worst, kTol);
   EXPECT_GT(full.std().item<double>(), 0.5);  // logits are not flat
 }
 
 // One call mixing a decode row, a multi-token continuation and a fresh prefill, each
-// with its own cached length; padding columns of short rows must not leak.
+// with its own cached length.
 TEST_P(KVCacheArchTest, MixedRowsInOneCall) {
   at::NoGradGuard ng;
-  Transformer m = spicy_model(tiny_config(GetParam(), /*tied=*/true), 11);
+  Transformer m = spicy_model(tiny_config(GetParam().arch, /*tied=*/true), 11);
   const int64_t V = m->config().vocab_size;
   at::Tensor seqs = random_ids(3, 20, V, 5);  // three sequences of 20 tokens
-  KVCache cache(m->config(), 5, 24, at::kFloat, at::kCPU);
-  const std::vector<int64_t> slots = {4, 0, 2};
+  KVCache cache(m->config(), 16, 4, at::kFloat, at::kCPU);
+  cache.fused_attention = GetParam().fused;
+  const std::vector<std::vector<int32_t>> tables = {{3, 9, 1, 12}, {0, 15, 4}, {7, 2}};
   const std::vector<int64_t> have = {12, 5, 0};  // cached before the mixed call
-  for (int r = 0; r < 2; ++r) m->forward_cached(seqs[r].narrow(0, 0, have[r]).unsqueeze(0), {slots[r]}, {have[r]}, cache);
+  for (int r = 0; r < 2; ++r)
+    m->forward_cached(seqs[r].narrow(0, 0, have[r]), {CachedRow{0, have[r], &tables[r]}}, cache);
   const std::vector<int64_t> n_new = {1, 4, 7};
-  const int64_t T = 7;
-  at::Tensor batch = at::full({3, T}, 0, at::kLong);
-  for (int r = 0; r < 3; ++r) batch[r].narrow(0, 0, n_new[r]).copy_(seqs[r].narrow(0, have[r], n_new[r]));
-  at::Tensor lg = m->forward_cached(batch, slots, n_new, cache);  // [3,V]
+  std::vector<CachedRow> rows;
+  std::vector<at::Tensor> parts;
+  for (int r = 0; r < 3; ++r) {
+    rows.push_back({have[r], n_new[r], &tables[r]});
+    parts.push_back(seqs[r].narrow(0, have[r], n_new[r]));
+  }
+  at::Tensor lg = m->forward_cached(at::cat(parts), rows, cache);  // [3,V]
   double worst = 0;
   for (int r = 0; r < 3; ++r) {
     const int64_t L = have[r] + n_new[r];
-    EXPECT_EQ(cache.length(slots[r]), L);
     at::Tensor full = m->forward(seqs[r].narrow(0, 0, L).unsqueeze(0))[0][L - 1];
     worst = std::max(worst, max_abs(lg[r], full));
   }
-  // Then a pure decode step for all three rows at once (B=3, T=1).
-  at::Tensor step = at::stack({seqs[0][13], seqs[1][9], seqs[2][7]}).unsqueeze(1);
-  at::Tensor lg2 = m->forward_cached(step, slots, {1, 1, 1}, cache);
-  const std::vector<int64_t> lens = {14, 10, 8};
+  // Then a pure decode step for all three rows at once.
+  const std::vector<int64_t> lens = {13, 9, 7};
+  rows.clear();
+  for (int r = 0; r < 3; ++r) rows.push_back({lens[r], 1, &tables[r]});
+  at::Tensor lg2 = m->forward_cached(at::stack({seqs[0][13], seqs[1][9], seqs[2][7]}), rows, cache);
   for (int r = 0; r < 3; ++r) {
-    at::Tensor full = m->forward(seqs[r].narrow(0, 0, lens[r]).unsqueeze(0))[0][lens[r] - 1];
+    at::Tensor full = m->forward(seqs[r].narrow(0, 0, lens[r] + 1).unsqueeze(0))[0][lens[r]];
     worst = std::max(worst, max_abs(lg2[r], full));
   }
-  std::printf("[kv] %s mixed rows max_abs_diff %.3e\n", arch_name(GetParam()), worst);
+  std::printf("[kv] %s %s mixed rows max_abs_diff %.3e\n", arch_name(GetParam().arch),
+              GetParam().fused ? "fused" : "tensor", worst);
   EXPECT_LE(worst, kTol);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, KVCacheArchTest, ::testing::Values(Arch::kQwen2, Arch::kQwen3, Arch::kLlama),
-                         [](const auto& info) { return std::string(arch_name(info.param)); });
-
-TEST(KVCacheTest, CopyPrefixSharesAPrompt) {
+// A prompt's full blocks shared by reference by two continuations in one call, and a
+// partial block copied on write.
+TEST_P(KVCacheArchTest, SharedBlocksAndCopyOnWrite) {
   at::NoGradGuard ng;
-  Transformer m = spicy_model(tiny_config(Arch::kQwen3), 21);
-  at::Tensor a = random_ids(1, 14, m->config().vocab_size, 8)[0];
-  at::Tensor b = a.clone();
-  b.narrow(0, 8, 6).copy_(random_ids(1, 6, m->config().vocab_size, 9)[0]);  // same 8-token prompt
-  KVCache cache(m->config(), 3, 16, at::kFloat, at::kCPU);
-  m->forward_cached(a.narrow(0, 0, 10).unsqueeze(0), {0}, {10}, cache);
-  cache.copy_prefix(/*src=*/0, /*dst=*/1, /*len=*/8);
-  EXPECT_EQ(cache.length(1), 8);
-  at::Tensor batch = at::zeros({2, 4}, at::kLong);
-  batch[0].copy_(a.narrow(0, 10, 4));
-  batch[1].narrow(0, 0, 4).copy_(b.narrow(0, 8, 4));
-  at::Tensor lg = m->forward_cached(batch, {0, 1}, {4, 4}, cache);
-  EXPECT_LE(max_abs(lg[0], m->forward(a.narrow(0, 0, 14).unsqueeze(0))[0][13]), kTol);
-  EXPECT_LE(max_abs(lg[1], m->forward(b.narrow(0, 0, 12).unsqueeze(0))[0][11]), kTol);
-  cache.reset(1);
-  EXPECT_EQ(cache.length(1), 0);
+  Transformer m = spicy_model(tiny_config(GetParam().arch), 21);
+  const int64_t V = m->config().vocab_size;
+  at::Tensor a = random_ids(1, 16, V, 8)[0];
+  at::Tensor b = a.clone(), c = a.clone();
+  b.narrow(0, 8, 8).copy_(random_ids(1, 8, V, 9)[0]);   // shares a's first 8 tokens (2 full blocks)
+  c.narrow(0, 10, 6).copy_(random_ids(1, 6, V, 10)[0]);  // shares 10: 2 full blocks + 2 of the third
+  KVCache cache(m->config(), 12, 4, at::kFloat, at::kCPU);
+  cache.fused_attention = GetParam().fused;
+  const std::vector<int32_t> ta = {4, 6, 1, 9}, tb = {4, 6, 0, 2}, tc = {4, 6, 11, 3};
+  m->forward_cached(a.narrow(0, 0, 11), {CachedRow{0, 11, &ta}}, cache);
+  cache.copy_block(/*src=*/1, /*dst=*/11, /*n=*/2);  // c's third block: a's positions 8, 9
+  std::vector<CachedRow> rows = {{11, 5, &ta}, {8, 8, &tb}, {10, 6, &tc}};
+  at::Tensor lg = m->forward_cached(at::cat({a.narrow(0, 11, 5), b.narrow(0, 8, 8), c.narrow(0, 10, 6)}), rows, cache);
+  double worst = 0;
+  int r = 0;
+  for (const at::Tensor& s : {a, b, c}) worst = std::max(worst, max_abs(lg[r++], m->forward(s.unsqueeze(0))[0][15]));
+  EXPECT_LE(worst, kTol);
 }
+
+INSTANTIATE_TEST_SUITE_P(Archs, KVCacheArchTest,
+                         ::testing::Values(PathArch{Arch::kQwen2, true}, PathArch{Arch::kQwen3, true},
+                                           PathArch{Arch::kLlama, true}, PathArch{Arch::kQwen2, false},
+                                           PathArch{Arch::kQwen3, false}, PathArch{Arch::kLlama, false}),
+                         [](const auto& info) {
+                           return std::string(arch_name(info.param.arch)) + (info.param.fused ? "_fused" : "_tensor");
+                         });
 
 TEST(KVCacheTest, Bf16CacheMatchesBf16Forward) {
   at::NoGradGuard ng;
-  Transformer m = spicy_model(tiny_config(Arch::kLlama), 4);
-  m->to(at::kBFloat16);
-  at::Tensor ids = random_ids(1, 10, m->config().vocab_size, 1);
-  KVCache cache(m->config(), 1, 10, at::kBFloat16, at::kCPU);
-  at::Tensor lg = m->forward_cached(ids, {0}, {10}, cache);
-  EXPECT_EQ(lg.scalar_type(), at::kFloat);
-  EXPECT_LE(max_abs(lg[0], m->forward(ids)[0][9]), 0.25);  // same math, bf16 rounding order differs
+  for (Arch arch : {Arch::kLlama, Arch::kQwen3}) {
+    Transformer m = spicy_model(tiny_config(arch), 4);
+    m->to(at::kBFloat16);
+    at::Tensor ids = random_ids(1, 10, m->config().vocab_size, 1)[0];
+    const std::vector<int32_t> table = {2, 0, 1};
+    at::Tensor full = m->forward(ids.unsqueeze(0))[0][9];
+    for (bool fused : {true, false}) {
+      KVCache cache(m->config(), 3, 4, at::kBFloat16, at::kCPU);
+      cache.fused_attention = fused;
+      at::Tensor lg = m->forward_cached(ids, {CachedRow{0, 10, &table}}, cache);
+      EXPECT_EQ(lg.scalar_type(), at::kFloat);
+      // Same math; bf16 rounding differs where the fused kernel keeps float (q, scores).
+      EXPECT_LE(max_abs(lg[0], full), 0.25) << arch_name(arch) << (fused ? " fused" : " tensor");
+    }
+  }
 }
 
 TEST(KVCacheTest, ErrorsNameTheProblem) {
   at::NoGradGuard ng;
   Transformer m = spicy_model(tiny_config(Arch::kQwen2), 2);
-  KVCache cache(m->config(), 2, 8, at::kFloat, at::kCPU);
-  at::Tensor ids = random_ids(2, 6, m->config().vocab_size, 1);
+  KVCache cache(m->config(), 4, 4, at::kFloat, at::kCPU);
+  at::Tensor ids = random_ids(1, 12, m->config().vocab_size, 1)[0];
+  const std::vector<int32_t> t0 = {0, 1}, t_bad = {0, 7}, t_same = {0, 3};
   auto expect_error = [](auto fn, const std::string& needle) {
     try {
       fn();
@@ -123,17 +197,23 @@ TEST(KVCacheTest, ErrorsNameTheProblem) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_error([&] { m->forward_cached(ids, {1, 1}, {6, 6}, cache); }, "appears twice");
-  expect_error([&] { m->forward_cached(ids, {0, 1}, {6, 7}, cache); }, "n_new[1]");
-  expect_error([&] { m->forward_cached(ids, {0, 5}, {6, 6}, cache); }, "slot 5 out of range");
-  m->forward_cached(ids, {0, 1}, {6, 6}, cache);
-  expect_error([&] { m->forward_cached(ids, {0, 1}, {6, 6}, cache); }, "exceeds max_len 8");
-  EXPECT_EQ(cache.length(0), 6);  // a failed call leaves the cache as it was
-  expect_error([&] { cache.copy_prefix(0, 1, 7); }, "len 7");
-  expect_error([&] { cache.set_length(0, 9); }, "max_len=8");
-  KVCache wrong(m->config(), 2, 8, at::kBFloat16, at::kCPU);
-  expect_error([&] { m->forward_cached(ids, {0, 1}, {6, 6}, wrong); }, "model's dtype");
+  expect_error([&] { m->forward_cached(ids.narrow(0, 0, 9), {CachedRow{0, 9, &t0}}, cache); }, "has 2 blocks");
+  expect_error([&] { m->forward_cached(ids.narrow(0, 0, 6), {CachedRow{0, 6, &t_bad}}, cache); },
+               "block 7 out of range");
+  expect_error([&] { m->forward_cached(ids.narrow(0, 0, 8), {CachedRow{0, 4, &t0}, CachedRow{0, 4, &t_same}}, cache); },
+               "block 0 is written by two rows");
+  expect_error([&] { m->forward_cached(ids.narrow(0, 0, 5), {CachedRow{0, 4, &t0}}, cache); },
+               "ids has 5 tokens but the rows add 4");
+  expect_error([&] { m->forward_cached(ids.narrow(0, 0, 1), {CachedRow{300, 1, &t0}}, cache); },
+               "max_position_embeddings");
+  KVCache wrong(m->config(), 2, 4, at::kBFloat16, at::kCPU);
+  expect_error([&] { m->forward_cached(ids.narrow(0, 0, 4), {CachedRow{0, 4, &t0}}, wrong); }, "model's dtype");
+  expect_error([&] { cache.copy_block(0, 1, 5); }, "n 5");
   EXPECT_THROW(KVCache(m->config(), 0, 8, at::kFloat, at::kCPU), Error);
+  // Two rows may read the same full block while writing their own.
+  const std::vector<int32_t> ra = {0, 1}, rb = {0, 2};
+  m->forward_cached(ids.narrow(0, 0, 4), {CachedRow{0, 4, &ra}}, cache);
+  EXPECT_NO_THROW(m->forward_cached(ids.narrow(0, 4, 2), {CachedRow{4, 1, &ra}, CachedRow{4, 1, &rb}}, cache));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -18,6 +19,7 @@
 
 #include "agentr1/model/config.h"
 #include "agentr1/model/kv_cache.h"
+#include "agentr1/model/row_splitter.h"
 
 namespace agentr1::model {
 
@@ -49,17 +51,25 @@ class TransformerImpl : public torch::nn::Module {
   // Projects hidden states [...,H] to fp32 logits [...,V] (tied or lm_head).
   at::Tensor logits_from_hidden(const at::Tensor& hidden);
 
-  // Incremental forward against a KV cache (inference; call under NoGradGuard).
-  //   ids:   [B,T] int64, row b holds n_new[b] <= T valid tokens (left-aligned, rest pad)
-  //   slots: B distinct cache slots; row b's tokens get positions
-  //          cache.length(slots[b]) + 0..n_new[b]-1 and are appended to that slot
-  // Attends over the slot's cached prefix plus the new tokens (causal). Updates the
-  // slot lengths. Returns fp32 logits of each row's last valid token: [B,V].
-  // Throws Error if a slot would exceed cache.max_len().
-  at::Tensor forward_cached(const at::Tensor& ids, const std::vector<int64_t>& slots,
-                            const std::vector<int64_t>& n_new, KVCache& cache);
+  // Incremental forward over a paged KV cache (inference: runs under NoGradGuard).
+  //   ids:  [N] int64, the new tokens of every row concatenated in row order
+  //         (N = sum of rows[b].n_new)
+  //   rows: row b appends its n_new tokens at positions start.. start+n_new-1 of its
+  //         block table (see CachedRow); rows may share blocks holding positions they
+  //         only read, never blocks they write
+  // Writes the new keys/values into their blocks and attends causally over each row's
+  // positions 0..pos. Returns fp32 logits of each row's last new token: [B,V]. Throws
+  // Error (before writing anything) on inconsistent rows, a block table too short,
+  // block ids out of range, two rows writing one block, or positions past
+  // max_position_embeddings. CPU caches use the fused kernels of paged_attention.h
+  // unless cache.fused_attention is false; `split` (optional) lends a second core to the
+  // matrix-vector products of steps of <= 4 rows (see row_splitter.h).
+  at::Tensor forward_cached(const at::Tensor& ids, const std::vector<CachedRow>& rows, KVCache& cache,
+                            RowSplitter* split = nullptr);
 
  private:
+  // fp32 RoPE tables [>= n, hd] (cos, sin) for positions 0.., computed once and grown.
+  std::pair<at::Tensor, at::Tensor> rope_table(int64_t n);
   ModelConfig cfg_;
   struct Impl;                          // layers, rope tables (defined in .cpp)
   std::shared_ptr<Impl> impl_;

@@ -21,8 +21,9 @@ struct Engine::Sequence {
   Sampler sampler;
   std::promise<GenResult> promise;
   int prompt_len;
-  TokenIds tokens;  // prompt + generated; the KV slot holds tokens[0, cache.length(slot))
-  int slot = -1;
+  TokenIds tokens;  // prompt + generated; the KV blocks hold tokens[0, kv.len)
+  BlockPool::Seq kv;
+  bool started = false;  // holds blocks
   GenResult result;
   bool done = false;
 };
@@ -31,9 +32,11 @@ void EngineOptions::validate() const {
   AGENTR1_CHECK(max_batch >= 1, "EngineOptions.max_batch must be >= 1, got " << max_batch);
   AGENTR1_CHECK(max_context >= 2, "EngineOptions.max_context must be >= 2 (a prompt token and a "
                                   "generated one), got " << max_context);
-  AGENTR1_CHECK(n_slots == 0 || n_slots >= max_batch,
-                "EngineOptions.n_slots must be 0 (auto) or >= max_batch (" << max_batch << "), got "
-                                                                           << n_slots);
+  AGENTR1_CHECK(block_size >= 1, "EngineOptions.block_size must be >= 1, got " << block_size);
+  const int per_seq = (max_context + std::max(1, block_size) - 1) / std::max(1, block_size);
+  AGENTR1_CHECK(n_blocks == 0 || n_blocks >= per_seq,
+                "EngineOptions.n_blocks must be 0 (auto) or hold one max_context sequence ("
+                    << per_seq << " blocks of " << block_size << "), got " << n_blocks);
   AGENTR1_CHECK(prefill_chunk >= 1,
                 "EngineOptions.prefill_chunk must be >= 1, got " << prefill_chunk);
 }
@@ -48,7 +51,8 @@ EngineOptions resolve(EngineOptions o, model::Transformer& m) {
                 "EngineOptions.max_context (" << o.max_context
                     << ") exceeds the model's max_position_embeddings ("
                     << cfg.max_position_embeddings << "); lower max_context");
-  if (o.n_slots == 0) o.n_slots = o.prefix_cache ? 2 * o.max_batch : o.max_batch;
+  if (o.n_blocks == 0)
+    o.n_blocks = (o.max_context + o.block_size - 1) / o.block_size * o.max_batch * (o.prefix_cache ? 2 : 1);
   auto params = m->parameters();
   AGENTR1_CHECK(!params.empty(), "rollout::Engine: the model has no parameters");
   const at::ScalarType model_dtype = params.front().scalar_type();
@@ -82,13 +86,23 @@ Engine::Engine(model::Transformer model, EngineOptions options)
       options_(resolve(std::move(options), model_)),
       vocab_(model_->config().vocab_size),
       device_(model_device(model_)),
-      cache_(model_->config(), options_.n_slots, options_.max_context, *options_.kv_dtype, device_),
-      pool_(options_.n_slots) {
-  AGENTR1_LOG(INFO) << "rollout engine: max_batch " << options_.max_batch << ", "
-                    << options_.n_slots << " KV slots x " << options_.max_context << " tokens ("
+      cache_(model_->config(), options_.n_blocks, options_.block_size, *options_.kv_dtype, device_),
+      pool_(options_.n_blocks, options_.block_size, options_.prefix_cache) {
+  stats_.kv_blocks = options_.n_blocks;
+  stats_.kv_block_bytes = static_cast<int64_t>(cache_.bytes() / static_cast<size_t>(options_.n_blocks));
+  AGENTR1_LOG(INFO) << "rollout engine: max_batch " << options_.max_batch << ", max_context "
+                    << options_.max_context << ", " << options_.n_blocks << " KV blocks x "
+                    << options_.block_size << " positions ("
                     << cache_.bytes() / (1024.0 * 1024.0) << " MiB, " << c10::toString(*options_.kv_dtype)
                     << "), prefix cache " << (options_.prefix_cache ? "on" : "off");
-  worker_ = std::thread([this] { worker_loop(); });
+  // OpenMP keeps a thread count per OS thread: the worker uses its creator's
+  // (at::set_num_threads), not the library default of one per core.
+  threads_ = at::get_num_threads();
+  if (threads_ > 1 && device_.is_cpu()) split_ = std::make_unique<model::RowSplitter>();
+  worker_ = std::thread([this] {
+    at::set_num_threads(threads_);
+    worker_loop();
+  });
 }
 
 Engine::~Engine() {
@@ -185,7 +199,10 @@ EngineStats Engine::stats() const {
 
 void Engine::reset_stats() {
   std::lock_guard<std::mutex> lk(mu_);
+  const EngineStats keep = stats_;
   stats_ = EngineStats{};
+  stats_.kv_blocks = keep.kv_blocks;
+  stats_.kv_block_bytes = keep.kv_block_bytes;
 }
 
 // ---------------------------------------------------------------------------------
@@ -210,7 +227,7 @@ void Engine::worker_loop() {
       }
       if (clear_requested_) {
         clear_requested_ = false;
-        for (int s : pool_.clear_cached()) cache_.reset(s);
+        pool_.clear_cached();
       }
     }
     try {
@@ -247,7 +264,7 @@ void Engine::iterate() {
   // Unfinished prefills first, in admission order.
   for (auto& sp : running_) {
     Sequence& s = *sp;
-    const int have = static_cast<int>(cache_.length(s.slot));
+    const int have = s.kv.len;
     if (have >= s.prompt_len) continue;
     if (budget == 0) break;
     const int n = std::min(s.prompt_len - have, budget);
@@ -262,7 +279,7 @@ void Engine::iterate() {
     if (!admit(s, planned)) break;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
-    const int n = std::min(s.prompt_len - static_cast<int>(cache_.length(s.slot)), budget);
+    const int n = std::min(s.prompt_len - s.kv.len, budget);
     plan.emplace_back(&s, n);
     planned.push_back(&s);
     budget -= n;
@@ -273,110 +290,70 @@ void Engine::iterate() {
 }
 
 bool Engine::admit(Sequence& s, const std::vector<Sequence*>& planned) {
-  SlotPool::Match m;
-  const size_t cap = static_cast<size_t>(s.prompt_len - 1);  // the last prompt token is always
-                                                              // computed: its logits are needed
+  const int bs = options_.block_size;
+  const int cap = s.prompt_len - 1;  // the last prompt token is always computed: its logits are needed
+  BlockPool::Match m;
   if (options_.prefix_cache) {
-    m = pool_.longest_prefix(s.tokens, static_cast<int>(cap));
-    // A prompt being computed in this iteration would donate more: wait for it.
+    m = pool_.longest_prefix(s.tokens, cap);
+    // A prompt being computed in this iteration would share more: wait for it.
     for (const Sequence* p : planned)
-      if (common_prefix(s.tokens, s.tokens.size(), p->tokens, p->prompt_len, cap) > m.len)
-        return false;
+      if (common_prefix(s.tokens, s.tokens.size(), p->tokens, p->prompt_len, cap) > m.len(bs)) return false;
   }
-  using State = SlotPool::State;
-  const bool cached_src = m.slot >= 0 && pool_.state(m.slot) == State::kCached;
-  bool take_over = cached_src && (m.len == static_cast<int>(pool_.tokens(m.slot).size()) ||
-                                  pool_.count(State::kFree) == 0);
-  int slot = -1;
-  if (take_over) {
-    slot = m.slot;
-  } else {
-    slot = pool_.acquire_free(/*keep=*/m.slot);
-    if (slot < 0) {
-      if (!cached_src) return false;  // every slot is running (n_slots >= max_batch prevents it)
-      slot = m.slot;
-      take_over = true;
-    }
-  }
-  TokenIds& dst = pool_.tokens(slot);
-  if (take_over) {
-    cache_.set_length(slot, m.len);
-    dst.resize(static_cast<size_t>(m.len));
-  } else if (m.len > 0) {
-    cache_.copy_prefix(m.slot, slot, m.len);
-    const TokenIds& src = pool_.tokens(m.slot);
-    dst.assign(src.begin(), src.begin() + m.len);
-  } else {
-    cache_.reset(slot);
-    dst.clear();
-  }
-  pool_.set_running(slot);
-  s.slot = slot;
+  const int need = std::min(s.prompt_len + s.req.sampling.max_new_tokens, options_.max_context);
+  BlockPool::Copy copy;
+  if (!pool_.start(s.kv, m, need, &copy)) return false;  // waits for blocks to be released
+  s.started = true;
+  if (copy.src >= 0) cache_.copy_block(copy.src, copy.dst, copy.n);
   std::lock_guard<std::mutex> lk(mu_);
   s.result.policy_version = policy_version_;
   stats_.prompt_tokens += s.prompt_len;
-  stats_.prefill_tokens_reused += m.len;
+  stats_.prefill_tokens_reused += s.kv.len;
+  stats_.kv_blocks_peak = std::max<int64_t>(stats_.kv_blocks_peak, pool_.n_in_use());
   return true;
 }
 
 void Engine::run_prefill(const std::vector<std::pair<Sequence*, int>>& plan) {
-  // Rows of similar length share a forward call (padding wastes compute): sort by chunk
-  // length, longest first, and start a new group when a row is under 3/4 of the group's
-  // longest.
-  std::vector<std::pair<Sequence*, int>> rows(plan);
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const auto& a, const auto& b) { return a.second > b.second; });
-  size_t g0 = 0;
-  while (g0 < rows.size()) {
-    const int t_max = rows[g0].second;
-    size_t g1 = g0 + 1;
-    while (g1 < rows.size() && rows[g1].second * 4 >= t_max * 3) ++g1;
-    const int64_t b = static_cast<int64_t>(g1 - g0);
-    at::Tensor ids = at::zeros({b, t_max}, at::TensorOptions().dtype(at::kLong));
-    auto acc = ids.accessor<int64_t, 2>();
-    std::vector<int64_t> slots, n_new, start;
-    for (size_t r = g0; r < g1; ++r) {
-      Sequence& s = *rows[r].first;
-      const int64_t have = cache_.length(s.slot);
-      for (int t = 0; t < rows[r].second; ++t) acc[r - g0][t] = s.tokens[have + t];
-      slots.push_back(s.slot);
-      n_new.push_back(rows[r].second);
-      start.push_back(have);
-    }
-    at::Tensor logits;
+  // One forward call for every planned chunk: the rows' tokens are concatenated, so
+  // rows of different lengths cost no padding.
+  std::vector<model::CachedRow> rows;
+  std::vector<int64_t> ids;
+  for (const auto& [sp, n] : plan) {
+    Sequence& s = *sp;
+    pool_.grow(s.kv, s.kv.len + n);
+    rows.push_back({s.kv.len, n, &s.kv.table});
+    ids.insert(ids.end(), s.tokens.begin() + s.kv.len, s.tokens.begin() + s.kv.len + n);
+  }
+  at::Tensor logits;
+  try {
+    at::Tensor t = at::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, at::kLong);
+    logits = model_->forward_cached(t.to(device_, false, /*copy=*/true), rows, cache_)
+                 .to(at::kCPU, at::kFloat)
+                 .contiguous();  // [b, V]
+  } catch (const std::exception& e) {
+    AGENTR1_LOG(WARN) << "rollout engine: prefill forward failed, failing " << plan.size()
+                      << " request(s): " << e.what();
+    for (const auto& [sp, n] : plan) fail(*sp, std::string("rollout engine: prefill forward failed: ") + e.what());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++stats_.prefill_calls;
+    stats_.prefill_tokens_computed += static_cast<int64_t>(ids.size());
+    stats_.kv_blocks_peak = std::max<int64_t>(stats_.kv_blocks_peak, pool_.n_in_use());
+  }
+  const int64_t vocab = logits.size(1);
+  const float* lp = logits.data_ptr<float>();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& s = *plan[i].first;
+    const int n = plan[i].second;
+    pool_.append(s.kv, s.tokens.data() + s.kv.len, n);
+    if (s.kv.len < s.prompt_len) continue;  // more chunks to go
     try {
-      logits = model_->forward_cached(ids.to(device_), slots, n_new, cache_)
-                   .to(at::kCPU, at::kFloat)
-                   .contiguous();  // [b, V]
+      SampledToken t = s.sampler.sample(lp + i * vocab, vocab);
+      accept_token(s, t.id, t.logprob);
     } catch (const std::exception& e) {
-      AGENTR1_LOG(WARN) << "rollout engine: prefill forward failed, failing " << b
-                        << " request(s): " << e.what();
-      for (size_t r = g0; r < g1; ++r)
-        fail(*rows[r].first, std::string("rollout engine: prefill forward failed: ") + e.what());
-      g0 = g1;
-      continue;
+      fail(s, std::string("rollout engine: sampling failed: ") + e.what());
     }
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      ++stats_.prefill_calls;
-      for (auto n : n_new) stats_.prefill_tokens_computed += n;
-    }
-    const int64_t vocab = logits.size(1);
-    const float* lp = logits.data_ptr<float>();
-    for (size_t r = g0; r < g1; ++r) {
-      Sequence& s = *rows[r].first;
-      const size_t i = r - g0;
-      TokenIds& mirror = pool_.tokens(s.slot);
-      mirror.insert(mirror.end(), s.tokens.begin() + start[i], s.tokens.begin() + start[i] + n_new[i]);
-      if (start[i] + n_new[i] < s.prompt_len) continue;  // more chunks to go
-      try {
-        SampledToken t = s.sampler.sample(lp + i * vocab, vocab);
-        accept_token(s, t.id, t.logprob);
-      } catch (const std::exception& e) {
-        fail(s, std::string("rollout engine: sampling failed: ") + e.what());
-      }
-    }
-    g0 = g1;
   }
 }
 
@@ -384,21 +361,27 @@ void Engine::run_decode() {
   std::vector<Sequence*> rows;
   for (auto& sp : running_) {
     Sequence& s = *sp;
-    if (!s.done && static_cast<size_t>(cache_.length(s.slot)) + 1 == s.tokens.size())
-      rows.push_back(&s);
+    if (!s.done && static_cast<size_t>(s.kv.len) + 1 == s.tokens.size()) rows.push_back(&s);
   }
   if (rows.empty()) return;
   const int64_t b = static_cast<int64_t>(rows.size());
-  at::Tensor ids = at::empty({b, 1}, at::TensorOptions().dtype(at::kLong));
+  // Small decode steps run on this thread and the splitter's helper, not OpenMP (see
+  // threads_ in engine.h).
+  const bool small = b <= kSplitDecodeRows;
+  const int want = small ? 1 : threads_;
+  if (at::get_num_threads() != want) at::set_num_threads(want);
+  at::Tensor ids = at::empty({b}, at::TensorOptions().dtype(at::kLong));
   int64_t* idp = ids.data_ptr<int64_t>();
-  std::vector<int64_t> slots(rows.size()), n_new(rows.size(), 1);
+  std::vector<model::CachedRow> crows(rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
-    idp[r] = rows[r]->tokens.back();
-    slots[r] = rows[r]->slot;
+    Sequence& s = *rows[r];
+    idp[r] = s.tokens.back();
+    pool_.grow(s.kv, s.kv.len + 1);
+    crows[r] = {s.kv.len, 1, &s.kv.table};
   }
   at::Tensor logits;
   try {
-    logits = model_->forward_cached(ids.to(device_), slots, n_new, cache_)
+    logits = model_->forward_cached(ids.to(device_), crows, cache_, small ? split_.get() : nullptr)
                  .to(at::kCPU, at::kFloat)
                  .contiguous();  // [b, V]
   } catch (const std::exception& e) {
@@ -407,7 +390,7 @@ void Engine::run_decode() {
     for (Sequence* s : rows) fail(*s, std::string("rollout engine: decode forward failed: ") + e.what());
     return;
   }
-  for (Sequence* s : rows) pool_.tokens(s->slot).push_back(s->tokens.back());
+  for (Sequence* s : rows) pool_.append(s->kv, &s->tokens.back(), 1);
   const int64_t vocab = logits.size(1);
   const float* lp = logits.data_ptr<float>();
   // Rows sample independently (each from its own RNG), so in parallel.
@@ -427,6 +410,7 @@ void Engine::run_decode() {
     ++stats_.decode_steps;
     stats_.decode_rows += b;
     stats_.max_decode_batch = std::max(stats_.max_decode_batch, b);
+    stats_.kv_blocks_peak = std::max<int64_t>(stats_.kv_blocks_peak, pool_.n_in_use());
   }
   for (size_t r = 0; r < rows.size(); ++r) {
     if (!errors[r].empty())
@@ -478,8 +462,8 @@ void Engine::accept_token(Sequence& s, TokenId id, float logprob) {
 
 void Engine::finish(Sequence& s) {
   s.done = true;
-  pool_.release(s.slot, /*keep=*/options_.prefix_cache);
-  if (pool_.state(s.slot) == SlotPool::State::kFree) cache_.reset(s.slot);
+  if (s.started) pool_.release(s.kv);
+  s.started = false;
   {
     std::lock_guard<std::mutex> lk(mu_);  // counted before the caller can see the result
     ++stats_.requests_finished;
@@ -489,10 +473,8 @@ void Engine::finish(Sequence& s) {
 
 void Engine::fail(Sequence& s, const std::string& why) {
   s.done = true;
-  if (s.slot >= 0) {
-    pool_.release(s.slot, /*keep=*/false);
-    cache_.reset(s.slot);
-  }
+  if (s.started) pool_.release(s.kv);  // blocks hold only what was written: still valid cache
+  s.started = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.requests_failed;

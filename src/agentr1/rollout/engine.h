@@ -1,6 +1,6 @@
 // agentr1/rollout/engine.h — the in-process generation engine (implements Generator):
-// continuous batching over a slot-based KV cache, chunked prefill, per-request
-// sampling, and prefix reuse across requests.
+// continuous batching over a paged KV cache with a radix-tree prefix cache, chunked
+// prefill, per-request sampling.
 //
 //   rollout::EngineOptions opt;
 //   opt.max_batch = 64;                      // sequences decoded together
@@ -16,16 +16,19 @@
 // How it runs: one worker thread owns the model while generating. Each iteration it
 //   1. computes up to `prefill_chunk` prompt tokens: first the unfinished prefills, then
 //      newly admitted requests (FIFO) while fewer than `max_batch` sequences run. On
-//      admission the request gets a KV slot; with the prefix cache on, the running or
-//      finished sequence sharing the longest token prefix donates its keys/values
-//      (a finished one's slot is taken over, a running one's prefix is copied), and only
-//      the remainder is computed. A request that would share more with a prompt being
-//      prefilled in this same iteration waits one iteration to reuse it (the n samples
-//      of a GRPO group compute their prompt once);
+//      admission a request reserves KV blocks for its worst case (prompt +
+//      max_new_tokens, capped at max_context) and, with the prefix cache on, starts
+//      from the longest prefix any running or finished sequence holds (BlockPool: full
+//      blocks shared by reference, a partial one copied), computing only the rest. A
+//      request that would share more with a prompt being prefilled in this same
+//      iteration waits one iteration to reuse it (the n samples of a GRPO group compute
+//      their prompt once); one that cannot reserve its blocks waits for sequences to
+//      finish;
 //   2. runs one batched decode step (one token per sequence) for every sequence whose
 //      prompt is complete, samples each row with the request's own Sampler and checks
-//      its stop conditions; finished sequences leave the batch, free their slot (kept
-//      as prefix cache when enabled) and fulfil their future.
+//      its stop conditions; finished sequences leave the batch and release their blocks
+//      (kept as prefix cache when enabled, evicted least recently used when needed) and
+//      fulfil their future.
 // Outputs do not depend on batch composition beyond floating-point reduction order:
 // each request samples from its own RNG.
 //
@@ -54,16 +57,18 @@
 #include "agentr1/core/generator.h"
 #include "agentr1/model/kv_cache.h"
 #include "agentr1/model/transformer.h"
-#include "agentr1/rollout/slot_pool.h"
+#include "agentr1/rollout/block_pool.h"
 
 namespace agentr1::rollout {
 
 struct EngineOptions {
   int max_batch = 64;        // max sequences in flight (decoded together in one step), >= 1
-  int max_context = 2048;    // max prompt + generated tokens per sequence (KV slot length);
+  int max_context = 2048;    // max prompt + generated tokens per sequence,
                              // <= the model's max_position_embeddings
-  int n_slots = 0;           // KV-cache slots, >= max_batch; 0 = max_batch, doubled when
-                             // prefix_cache is on (the extra slots keep finished sequences)
+  int block_size = 16;       // KV-cache positions per block, >= 1
+  int n_blocks = 0;          // KV-cache blocks, >= one max_context sequence's; 0 = enough for
+                             // max_batch full-context sequences, doubled when prefix_cache is
+                             // on (the rest keeps finished sequences' prefixes)
   bool prefix_cache = true;  // reuse the keys/values of shared token prefixes (running and
                              // finished sequences); exact: outputs equal prefix_cache=false
   int prefill_chunk = 512;   // max prompt tokens computed per iteration (chunked prefill:
@@ -92,6 +97,9 @@ struct EngineStats {
   int64_t decode_steps = 0;             // batched one-token forward calls
   int64_t decode_rows = 0;              // sum of decode batch sizes
   int64_t max_decode_batch = 0;         // largest decode batch seen
+  int64_t kv_blocks = 0;                // blocks in the cache
+  int64_t kv_blocks_peak = 0;           // most blocks referenced by running sequences at once
+  int64_t kv_block_bytes = 0;           // bytes per block (keys and values, all layers)
   double mean_decode_batch() const {    // batch occupancy
     return decode_steps ? static_cast<double>(decode_rows) / decode_steps : 0.0;
   }
@@ -129,7 +137,7 @@ class Engine : public Generator {
   // Stamped on results of requests admitted from now on (GenResult::policy_version).
   void set_policy_version(int64_t version);
   int64_t policy_version() const;
-  // Forgets all cached keys/values (finished sequences' slots; running sequences stop
+  // Forgets all cached keys/values (finished sequences' blocks; running sequences stop
   // donating prefixes). Takes effect before the next admission.
   void clear_prefix_cache();
 
@@ -148,16 +156,25 @@ class Engine : public Generator {
   void run_prefill(const std::vector<std::pair<Sequence*, int>>& plan);
   void run_decode();
   void accept_token(Sequence& s, TokenId id, float logprob);  // append + stop checks
-  void finish(Sequence& s);                        // fulfil + free the slot
-  void fail(Sequence& s, const std::string& why);  // fail the future + free the slot
+  void finish(Sequence& s);                        // fulfil + release the blocks
+  void fail(Sequence& s, const std::string& why);  // fail the future + release the blocks
   void remove_done();                              // drop finished sequences from the lists
 
   model::Transformer model_;
   EngineOptions options_;
+  // Threads for the worker's parallel work: its creator's at::get_num_threads()
+  // (OpenMP keeps a count per OS thread). Decode steps of up to kSplitDecodeRows rows
+  // do not use OpenMP: with two OpenMP teams alive (the learner's and the worker's) on
+  // a machine with as many cores as one team, libgomp stops spinning and every
+  // parallel region pays futex wake-ups, which cost more than a small step's
+  // arithmetic; they run on the worker plus split_'s spinning helper instead.
+  static constexpr int64_t kSplitDecodeRows = 4;
+  int threads_ = 1;
+  std::unique_ptr<model::RowSplitter> split_;  // null on one thread or off the CPU
   int64_t vocab_ = 0;
   at::Device device_;
   model::KVCache cache_;
-  SlotPool pool_;  // worker-owned
+  BlockPool pool_;  // worker-owned
 
   // Worker-owned scheduling state.
   std::deque<SeqPtr> waiting_;

@@ -291,6 +291,28 @@ TEST(Engine, PrefixCacheIsExactAndReusesGroupsAndTurns) {
   EXPECT_EQ(on.stats().prefill_tokens_reused, 0);
 }
 
+// A pool of 16 blocks holds one full-context sequence: requests reserve their worst
+// case (prompt 20 + 40 new = 4 blocks), so at most 4 run at once, the rest wait, cached
+// prefixes are evicted as needed, and every output equals an unconstrained engine's.
+TEST(Engine, SmallBlockPoolQueuesRequestsAndEvictsCache) {
+  std::mt19937_64 g(8);
+  EngineOptions small = options(8, true);
+  small.n_blocks = 16;
+  Engine tight(tiny_model(), small);
+  Engine roomy(tiny_model(), options(8, false));
+  std::vector<GenRequest> reqs;
+  for (int i = 0; i < 10; ++i) reqs.push_back(request(random_prompt(g, 20), i % 2 ? 0.0f : 1.0f, 40, i));
+  auto a = tight.generate(reqs);
+  auto b = roomy.generate(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(a[i].token_ids, b[i].token_ids) << "request " << i;
+  const EngineStats s = tight.stats();
+  EXPECT_EQ(s.requests_finished, 10);
+  EXPECT_LE(s.max_decode_batch, 4);
+  EXPECT_LE(s.kv_blocks_peak, 16);
+  EXPECT_EQ(s.kv_blocks, 16);
+  EXPECT_GT(roomy.stats().max_decode_batch, 4);
+}
+
 TEST(Engine, RejectsInvalidRequestsNamingTheValue) {
   Engine engine(tiny_model(), options(2));
   auto msg = [&](GenRequest r) {
@@ -319,7 +341,10 @@ TEST(Engine, RejectsInvalidRequestsNamingTheValue) {
   EXPECT_NE(msg(r).find("stop_token_ids[0] = 999"), std::string::npos);
 
   EngineOptions bad = options(4);
-  bad.n_slots = 2;
+  bad.n_blocks = 15;  // max_context 256 needs 16 blocks of 16
+  EXPECT_THROW(Engine(tiny_model(), bad), Error);
+  bad = options(4);
+  bad.block_size = 0;
   EXPECT_THROW(Engine(tiny_model(), bad), Error);
   bad = options(0);
   EXPECT_THROW(Engine(tiny_model(), bad), Error);

@@ -1,0 +1,256 @@
+#include "agentr1/model/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "agentr1/core/error.h"
+
+namespace agentr1::model::detail {
+
+namespace {
+
+// The value a T tensor would hold for float f (identity for float).
+template <typename T>
+inline float round_to(float f) {
+  return static_cast<float>(static_cast<T>(f));
+}
+template <>
+inline float round_to<float>(float f) {
+  return f;
+}
+
+// The two inner loops of attention over one block of fp32 keys/values, compiled for
+// AVX-512, AVX2 and the baseline ISA and picked at load time (GCC function
+// multi-versioning), so one binary runs everywhere and uses the vector units it finds.
+//   scores[j] = scale * <q, k_j>            j < n, k_j = k + j * stride
+//   acc      += sum_j w[j] * v_j            v_j = v + j * stride
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define AGENTR1_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define AGENTR1_MULTIVERSION
+#endif
+
+AGENTR1_MULTIVERSION
+void block_scores(const float* __restrict q, const float* __restrict k, int64_t stride, int64_t n, int64_t hd,
+                  float scale, float* __restrict scores) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float* kj = k + j * stride;
+    float part[16] = {0};  // 16 independent partial sums: vectorised without reassociation
+    int64_t d = 0;
+    for (; d + 16 <= hd; d += 16)
+      for (int u = 0; u < 16; ++u) part[u] += q[d + u] * kj[d + u];
+    float s = 0;
+    for (; d < hd; ++d) s += q[d] * kj[d];
+    for (int u = 0; u < 16; ++u) s += part[u];
+    scores[j] = s * scale;
+  }
+}
+
+AGENTR1_MULTIVERSION
+void block_accumulate(const float* __restrict w, const float* __restrict v, int64_t stride, int64_t n, int64_t hd,
+                      float* __restrict acc) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float* vj = v + j * stride;
+    const float wj = w[j];
+    for (int64_t d = 0; d < hd; ++d) acc[d] += wj * vj[d];
+  }
+}
+
+template <typename T>
+void block_scores_t(const float* q, const T* k, int64_t stride, int64_t n, int64_t hd, float scale, float* scores) {
+  if constexpr (std::is_same_v<T, float>) {
+    block_scores(q, k, stride, n, hd, scale, scores);
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0;
+      for (int64_t d = 0; d < hd; ++d) s += q[d] * static_cast<float>(k[j * stride + d]);
+      scores[j] = s * scale;
+    }
+  }
+}
+
+template <typename T>
+void block_accumulate_t(const float* w, const T* v, int64_t stride, int64_t n, int64_t hd, float* acc) {
+  if constexpr (std::is_same_v<T, float>) {
+    block_accumulate(w, v, stride, n, hd, acc);
+  } else {
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t d = 0; d < hd; ++d) acc[d] += w[j] * static_cast<float>(v[j * stride + d]);
+  }
+}
+
+// HF RMSNorm of one vector in place: x = T(w * T(x * rsqrt(mean(x^2) + eps))).
+template <typename T>
+inline void rms_inplace(float* x, const T* w, int64_t n, double eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float r = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) x[i] = round_to<T>(static_cast<float>(w[i]) * round_to<T>(x[i] * r));
+}
+
+// HF RoPE (rotate_half, non-interleaved) in place at one position, with the tensor
+// path's roundings: x*cos and rotate_half(x)*sin rounded to T, then their sum.
+template <typename T>
+inline void rope_inplace(float* x, const float* cos, const float* sin, int64_t n, float* tmp) {
+  const int64_t h = n / 2;
+  for (int64_t j = 0; j < n; ++j) tmp[j] = x[j];
+  for (int64_t j = 0; j < n; ++j) {
+    const float rot = j < h ? -tmp[j + h] : tmp[j - h];
+    const float c = round_to<T>(cos[j]), s = round_to<T>(sin[j]);
+    x[j] = round_to<T>(round_to<T>(tmp[j] * c) + round_to<T>(rot * s));
+  }
+}
+
+template <typename T>
+at::Tensor rms_norm_impl(const at::Tensor& x, const at::Tensor& w, double eps) {
+  const int64_t n = x.size(0), d = x.size(1);
+  at::Tensor out = at::empty_like(x);
+  const T* xp = x.data_ptr<T>();
+  const T* wp = w.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  at::parallel_for(0, n, std::max<int64_t>(1, (1 << 17) / d), [&](int64_t r0, int64_t r1) {
+    std::vector<float> buf(static_cast<size_t>(d));
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t i = 0; i < d; ++i) buf[i] = static_cast<float>(xp[r * d + i]);
+      rms_inplace<T>(buf.data(), wp, d, eps);
+      for (int64_t i = 0; i < d; ++i) op[r * d + i] = static_cast<T>(buf[i]);
+    }
+  });
+  return out;
+}
+
+template <typename T>
+at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const at::Tensor& q_norm_w, const at::Tensor& k_norm_w, double eps,
+                                const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
+                                at::Tensor& v_cache, const PagedLayout& L, int64_t nH, int64_t nKV,
+                                int64_t hd) {
+  const int64_t N = q.size(0), bs = L.block_size, rep = nH / nKV;
+  const T* qp = q.data_ptr<T>();
+  const T* kp = k.data_ptr<T>();
+  const T* vp = v.data_ptr<T>();
+  const T* qw = q_norm_w.defined() ? q_norm_w.data_ptr<T>() : nullptr;
+  const T* kw = k_norm_w.defined() ? k_norm_w.data_ptr<T>() : nullptr;
+  const float* cp = cos.data_ptr<float>();
+  const float* sp = sin.data_ptr<float>();
+  T* kc = k_cache.data_ptr<T>();
+  T* vc = v_cache.data_ptr<T>();
+  const int64_t pos_stride = nKV * hd;  // between positions of one block
+
+  // Phase A, per token: q/k norms and RoPE; keys and values into their blocks.
+  std::vector<float> qf(static_cast<size_t>(N * nH * hd));
+  // Parallel regions cost more than they save on small work (decoding a few rows):
+  // grains are sized so that under ~2^17 multiply-adds runs on the calling thread.
+  at::parallel_for(0, N, std::max<int64_t>(1, (1 << 17) / ((nH + 2 * nKV) * hd * 8)), [&](int64_t i0, int64_t i1) {
+    std::vector<float> tmp(static_cast<size_t>(hd)), kb(static_cast<size_t>(hd));
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t p = L.pos[i];
+      const float* c = cp + p * hd;
+      const float* s = sp + p * hd;
+      for (int64_t h = 0; h < nH; ++h) {
+        float* x = qf.data() + (i * nH + h) * hd;
+        for (int64_t j = 0; j < hd; ++j) x[j] = static_cast<float>(qp[(i * nH + h) * hd + j]);
+        if (qw) rms_inplace<T>(x, qw, hd, eps);
+        rope_inplace<T>(x, c, s, hd, tmp.data());
+      }
+      const std::vector<int32_t>& table = *L.blocks[L.row[i]];
+      const int64_t dst = (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * pos_stride;
+      for (int64_t g = 0; g < nKV; ++g) {
+        for (int64_t j = 0; j < hd; ++j) kb[j] = static_cast<float>(kp[(i * nKV + g) * hd + j]);
+        if (kw) rms_inplace<T>(kb.data(), kw, hd, eps);
+        rope_inplace<T>(kb.data(), c, s, hd, tmp.data());
+        for (int64_t j = 0; j < hd; ++j) {
+          kc[dst + g * hd + j] = static_cast<T>(kb[j]);
+          vc[dst + g * hd + j] = vp[(i * nKV + g) * hd + j];
+        }
+      }
+    }
+  });
+
+  // Phase B, per (token, head): online-softmax attention over positions 0..pos.
+  at::Tensor out = at::empty({N, nH * hd}, q.options());
+  T* op = out.data_ptr<T>();
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const int64_t avg_keys = std::max<int64_t>(1, L.total_keys / std::max<int64_t>(1, N));
+  const int64_t grain = std::max<int64_t>(1, (1 << 17) / (avg_keys * hd));
+  at::parallel_for(0, N * nH, grain, [&](int64_t w0, int64_t w1) {
+    std::vector<float> acc(static_cast<size_t>(hd)), sc(static_cast<size_t>(bs));
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t i = w / nH, h = w % nH, g = h / rep;
+      const float* qh = qf.data() + (i * nH + h) * hd;
+      const int64_t n_keys = L.pos[i] + 1;
+      const std::vector<int32_t>& table = *L.blocks[L.row[i]];
+      float m = -std::numeric_limits<float>::infinity(), l = 0;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t b = 0; b * bs < n_keys; ++b) {
+        const int64_t n = std::min(bs, n_keys - b * bs);
+        const int64_t base = static_cast<int64_t>(table[b]) * bs * pos_stride + g * hd;
+        block_scores_t<T>(qh, kc + base, pos_stride, n, hd, scale, sc.data());
+        float bm = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < n; ++j) bm = std::max(bm, sc[j]);
+        if (bm > m) {
+          const float f = std::exp(m - bm);  // 0 on the first block (m = -inf)
+          l *= f;
+          for (int64_t d = 0; d < hd; ++d) acc[d] *= f;
+          m = bm;
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          sc[j] = std::exp(sc[j] - m);
+          l += sc[j];
+        }
+        block_accumulate_t<T>(sc.data(), vc + base, pos_stride, n, hd, acc.data());
+      }
+      const float inv = 1.0f / l;
+      for (int64_t d = 0; d < hd; ++d) op[(i * nH + h) * hd + d] = static_cast<T>(acc[d] * inv);
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& w, double eps) {
+  AGENTR1_CHECK(x.dim() == 2 && x.is_contiguous() && w.dim() == 1 && w.size(0) == x.size(1) &&
+                    w.scalar_type() == x.scalar_type() && w.is_contiguous(),
+                "rms_norm_rows: x must be [N, D] contiguous and w [D] of its dtype, got " << x.sizes()
+                                                                                          << " and " << w.sizes());
+  switch (x.scalar_type()) {
+    case at::kFloat: return rms_norm_impl<float>(x, w, eps);
+    case at::kBFloat16: return rms_norm_impl<c10::BFloat16>(x, w, eps);
+    case at::kHalf: return rms_norm_impl<c10::Half>(x, w, eps);
+    default: AGENTR1_CHECK(false, "rms_norm_rows: unsupported dtype " << x.scalar_type());
+  }
+  return {};
+}
+
+at::Tensor paged_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           const at::Tensor& q_norm_w, const at::Tensor& k_norm_w, double eps,
+                           const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
+                           at::Tensor& v_cache, const PagedLayout& layout, int64_t n_heads, int64_t n_kv,
+                           int64_t head_dim) {
+  AGENTR1_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k_cache.is_contiguous() &&
+                    v_cache.is_contiguous() && cos.scalar_type() == at::kFloat && cos.size(0) >= layout.max_pos,
+                "paged_attention: inputs must be contiguous and the RoPE tables cover every position");
+  AGENTR1_CHECK(head_dim % 2 == 0, "paged_attention: head_dim must be even, got " << head_dim);
+  switch (q.scalar_type()) {
+    case at::kFloat:
+      return paged_attention_impl<float>(q, k, v, q_norm_w, k_norm_w, eps, cos, sin, k_cache, v_cache, layout,
+                                         n_heads, n_kv, head_dim);
+    case at::kBFloat16:
+      return paged_attention_impl<c10::BFloat16>(q, k, v, q_norm_w, k_norm_w, eps, cos, sin, k_cache, v_cache,
+                                                 layout, n_heads, n_kv, head_dim);
+    case at::kHalf:
+      return paged_attention_impl<c10::Half>(q, k, v, q_norm_w, k_norm_w, eps, cos, sin, k_cache, v_cache, layout,
+                                             n_heads, n_kv, head_dim);
+    default: AGENTR1_CHECK(false, "paged_attention: unsupported dtype " << q.scalar_type());
+  }
+  return {};
+}
+
+}  // namespace agentr1::model::detail
