@@ -44,6 +44,11 @@ at::Tensor Actor::micro_batch_loss(const TrainBatch& b, const MicroBatchScale& s
   AGENTR1_CHECK(b.old_logprobs.defined(), "Actor::update: old log-probs were not computed");
   at::Tensor ent;
   const at::Tensor lp = target_logprobs(policy_, b, &ent, opts_.temperature);
+  if (first_micro_) {  // weights still those the rollout sampled from
+    first_micro_ = false;
+    const at::Tensor d = (lp.detach() - b.rollout_logprobs.to(lp.device())).abs() * b.action_mask;
+    rollout_diff_ = d.numel() ? d.max().item<double>() : 0.0;
+  }
   algo::PolicyLossOptions lo = opts_.loss;
   lo.norm_len = s.norm_len;
   algo::PolicyLossOut pl = loss_fn_->compute(lp, b.old_logprobs, b.advantages, b.action_mask, lo);
@@ -70,10 +75,15 @@ Metrics Actor::update(const std::vector<PackedRow>& rows) {
   spec.agg = opts_.loss.agg;
   spec.norm_len = opts_.loss.norm_len;
   spec.units = [](const PackedRow& r) { return static_cast<double>(r.num_action_tokens()); };
-  return run_update(rows, opts_.loop.update_loop(device_), spec, *optim_,
-                    [this](const TrainBatch& b, const MicroBatchScale& s, Metrics& m) {
-                      return micro_batch_loss(b, s, m);
-                    });
+  first_micro_ = opts_.use_rollout_logprobs;
+  rollout_diff_ = -1;
+  Metrics m = run_update(rows, opts_.loop.update_loop(device_), spec, *optim_,
+                         [this](const TrainBatch& b, const MicroBatchScale& s, Metrics& m) {
+                           return micro_batch_loss(b, s, m);
+                         });
+  first_micro_ = false;
+  if (rollout_diff_ >= 0) m["rollout/logprob_max_diff"] = rollout_diff_;
+  return m;
 }
 
 }  // namespace agentr1::train

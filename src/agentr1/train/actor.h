@@ -40,6 +40,12 @@ struct ActorOptions {
   algo::KlType kl_loss_type = algo::KlType::kLowVarKl;  // KL estimator
   double entropy_coeff = 0.0;       // entropy bonus weight (loss -= coeff * entropy)
   bool merge_prefix_steps = true;   // pack append-only steps of a trajectory into one row
+  bool use_rollout_logprobs = true; // old log-probs = the engine's behaviour log-probs (the
+                                    // synchronous trainer rolls out with the weights it then
+                                    // updates from, so they are the same quantity up to fp32
+                                    // rounding); skips the scoring pass. The agreement stays
+                                    // measured: rollout/logprob_max_diff is taken from the
+                                    // first micro-batch's forward, before any optimiser step
   double temperature = 1.0;         // log-probs of logits / temperature, as the sampler drew
                                     // them (set from rollout.temperature by the trainer; not a
                                     // config key of its own, as in verl); > 0
@@ -70,6 +76,8 @@ struct ActorOptions {
     v.field("kl_loss_type", kl_loss_type_name, "k1 | abs | k2 (mse) | k3 (low_var_kl)");
     v.field("entropy_coeff", entropy_coeff, "entropy bonus weight");
     v.field("merge_prefix_steps", merge_prefix_steps, "pack append-only steps into one row");
+    v.field("use_rollout_logprobs", use_rollout_logprobs,
+            "old log-probs = the engine's behaviour log-probs (skips a scoring pass)");
   }
 };
 
@@ -90,7 +98,8 @@ class Actor {
   // One RL step over `rows` (old_logprob must be filled; ref_logprob too when
   // use_kl_loss). Returns averaged metrics: actor/pg_loss, actor/pg_clipfrac,
   // actor/ppo_kl, actor/kl_loss, actor/entropy, actor/loss, actor/grad_norm, actor/lr,
-  // actor/updates, actor/skipped_updates.
+  // actor/updates, actor/skipped_updates; with use_rollout_logprobs also
+  // rollout/logprob_max_diff (first micro-batch, before any optimiser step).
   Metrics update(const std::vector<PackedRow>& rows);
 
   // The micro-batch loss of the header comment (what update() minimises); adds the
@@ -103,6 +112,8 @@ class Actor {
   at::Device device_;
   std::unique_ptr<Optimizer> optim_;
   std::unique_ptr<algo::PolicyLoss> loss_fn_;
+  bool first_micro_ = false;   // the next micro-batch is the update's first
+  double rollout_diff_ = -1;   // max |log-prob - behaviour log-prob| there (-1: none)
 };
 
 }  // namespace agentr1::train

@@ -34,7 +34,11 @@ Learner::~Learner() = default;
 Metrics Learner::score(std::vector<PackedRow>& rows) {
   Metrics m;
   auto t0 = std::chrono::steady_clock::now();
-  actor_.fill_logprobs(rows, &PackedRow::old_logprob);
+  const bool bypass = actor_.options().use_rollout_logprobs;
+  if (bypass)  // the rollout's weights are the ones the update starts from
+    for (auto& r : rows) r.old_logprob = r.rollout_logprob;
+  else
+    actor_.fill_logprobs(rows, &PackedRow::old_logprob);
   m["timing/old_log_prob"] = seconds_since(t0);
   if (has_reference()) {
     t0 = std::chrono::steady_clock::now();
@@ -55,7 +59,7 @@ Metrics Learner::score(std::vector<PackedRow>& rows) {
         diff = std::max<double>(diff, std::abs(r.old_logprob[i] - r.rollout_logprob[i]));
         n++;
       }
-  m["rollout/logprob_max_diff"] = diff;
+  if (!bypass) m["rollout/logprob_max_diff"] = diff;  // else the actor's update reports it
   m["batch/rows"] = static_cast<double>(rows.size());
   // Tokens the learner forwards per trajectory (rows x length, before any shared prefix):
   // the compute a context policy costs the learner.

@@ -6,11 +6,13 @@
 //   ...                                       // advantages (AdvantagePhase)
 //   m = learner.update(rows, /*update_actor=*/step > critic_warmup);
 //
-// score() fills what the losses need and nothing else: old_logprob always, ref_logprob
-// when there is a reference, value when there is a critic. The reference is scored
-// with score_logprobs (no optimiser, no grad). It also reports how far the learner's
-// log-probs of the sampled tokens are from the engine's (rollout/logprob_max_diff: the
-// same weights score the same tokens, so this is the exactness check of a step).
+// score() fills what the losses need and nothing else: old_logprob always (the
+// engine's behaviour log-probs with actor.use_rollout_logprobs, else a scoring pass),
+// ref_logprob when there is a reference, value when there is a critic. The reference
+// is scored with score_logprobs (no optimiser, no grad). How far the learner's log-probs
+// of the sampled tokens are from the engine's (rollout/logprob_max_diff: the same
+// weights score the same tokens, so this is the exactness check of a step) comes from
+// the scoring pass, or with the bypass from the update's first forward.
 #pragma once
 
 #include <memory>

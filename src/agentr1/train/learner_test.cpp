@@ -272,6 +272,7 @@ TEST(ReferenceScoringTest, MatchesADirectPerRowForward) {
   }
   ActorOptions ao;
   ao.temperature = 0.7;
+  ao.use_rollout_logprobs = false;  // score old log-probs too
   ao.loop.micro_batch_size = 4;  // two micro-batches, the first with a shared prefix
   ao.loop.min_shared_prefix = 4;
   Learner learner(policy, reference, nullptr, ao, at::Device(at::kCPU));
@@ -301,6 +302,48 @@ TEST(ReferenceScoringTest, MatchesADirectPerRowForward) {
   EXPECT_LT(max_old, 1e-5);
   EXPECT_TRUE(reference->parameters()[0].equal(ref_before));
   EXPECT_FALSE(reference->parameters()[0].grad().defined());
+}
+
+// actor.use_rollout_logprobs: score() takes the engine's behaviour log-probs as the old
+// ones without a forward pass, and the update's first micro-batch reports how far the
+// policy's own log-probs are from them (the same weights: here a planted difference,
+// 0.01 x (row + 1) on each row's first action token, against a direct forward).
+TEST(RolloutLogprobBypassTest, OldAreTheBehaviourLogprobsAndTheUpdateMeasuresTheAgreement) {
+  model::Transformer policy = spicy_model(tiny_config(model::Arch::kLlama), 41);
+  auto rows = make_rows(policy, 3);
+  double planted = 0;
+  {
+    torch::NoGradGuard ng;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      PackedRow& r = rows[i];
+      const int64_t n = static_cast<int64_t>(r.tokens.size());
+      at::Tensor ids = at::empty({1, n}, at::kLong);
+      for (int64_t t = 0; t < n; ++t) ids[0][t] = r.tokens[static_cast<size_t>(t)];
+      const at::Tensor logp = at::log_softmax(policy->forward(ids)[0] / 0.7, -1);
+      r.rollout_logprob.assign(r.tokens.size(), 0.0f);
+      bool first = true;
+      for (int64_t t = 1; t < n; ++t) {
+        if (!r.action[static_cast<size_t>(t)]) continue;
+        const float off = first ? 0.01f * static_cast<float>(i + 1) : 0.0f;
+        r.rollout_logprob[static_cast<size_t>(t)] = logp[t - 1][r.tokens[static_cast<size_t>(t)]].item<float>() + off;
+        planted = std::max(planted, static_cast<double>(off));
+        first = false;
+      }
+      r.old_logprob.clear();
+    }
+  }
+  ActorOptions ao;
+  ao.temperature = 0.7;
+  ao.loop.micro_batch_size = 64;  // every row in the first micro-batch
+  ASSERT_TRUE(ao.use_rollout_logprobs);  // the default
+  Learner learner(policy, nullptr, nullptr, ao, at::Device(at::kCPU));
+  Metrics m = learner.score(rows);
+  EXPECT_EQ(m.count("rollout/logprob_max_diff"), 0u);
+  for (const auto& r : rows) EXPECT_EQ(r.old_logprob, r.rollout_logprob);
+  Metrics u = learner.update(rows, /*update_actor=*/true);
+  ASSERT_EQ(u.count("rollout/logprob_max_diff"), 1u);
+  EXPECT_NEAR(u["rollout/logprob_max_diff"], planted, 1e-4);
+  EXPECT_GT(planted, 0.04);
 }
 
 }  // namespace
