@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <functional>
 #include <type_traits>
 
 #include <ATen/Parallel.h>
@@ -107,6 +108,17 @@ inline void rope_inplace(float* x, const float* cos, const float* sin, int64_t n
   }
 }
 
+// at::parallel_for's contract (serial below `grain` items) on the pool when there is one.
+void par_for(SpinPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool == nullptr) {
+    at::parallel_for(0, n, grain, fn);
+  } else if (n <= grain) {
+    fn(0, n);
+  } else {
+    pool->parallel_for(n, fn);
+  }
+}
+
 template <typename T>
 at::Tensor rms_norm_impl(const at::Tensor& x, const at::Tensor& w, double eps) {
   const int64_t n = x.size(0), d = x.size(1);
@@ -130,7 +142,7 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
                                 const at::Tensor& q_norm_w, const at::Tensor& k_norm_w, double eps,
                                 const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
                                 at::Tensor& v_cache, const PagedLayout& L, int64_t nH, int64_t nKV,
-                                int64_t hd) {
+                                int64_t hd, SpinPool* pool) {
   const int64_t N = q.size(0), bs = L.block_size, rep = nH / nKV;
   const T* qp = q.data_ptr<T>();
   const T* kp = k.data_ptr<T>();
@@ -147,7 +159,7 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
   std::vector<float> qf(static_cast<size_t>(N * nH * hd));
   // Parallel regions cost more than they save on small work (decoding a few rows):
   // grains are sized so that under ~2^17 multiply-adds runs on the calling thread.
-  at::parallel_for(0, N, std::max<int64_t>(1, (1 << 17) / ((nH + 2 * nKV) * hd * 8)), [&](int64_t i0, int64_t i1) {
+  par_for(pool, N, std::max<int64_t>(1, (1 << 17) / ((nH + 2 * nKV) * hd * 8)), [&](int64_t i0, int64_t i1) {
     std::vector<float> tmp(static_cast<size_t>(hd)), kb(static_cast<size_t>(hd));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t p = L.pos[i];
@@ -179,7 +191,7 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int64_t avg_keys = std::max<int64_t>(1, L.total_keys / std::max<int64_t>(1, N));
   const int64_t grain = std::max<int64_t>(1, (1 << 17) / (avg_keys * hd));
-  at::parallel_for(0, N * nH, grain, [&](int64_t w0, int64_t w1) {
+  par_for(pool, N * nH, grain, [&](int64_t w0, int64_t w1) {
     std::vector<float> acc(static_cast<size_t>(hd)), sc(static_cast<size_t>(bs));
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t i = w / nH, h = w % nH, g = h / rep;
@@ -233,7 +245,7 @@ at::Tensor paged_attention(const at::Tensor& q, const at::Tensor& k, const at::T
                            const at::Tensor& q_norm_w, const at::Tensor& k_norm_w, double eps,
                            const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
                            at::Tensor& v_cache, const PagedLayout& layout, int64_t n_heads, int64_t n_kv,
-                           int64_t head_dim) {
+                           int64_t head_dim, SpinPool* pool) {
   AGENTR1_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && k_cache.is_contiguous() &&
                     v_cache.is_contiguous() && cos.scalar_type() == at::kFloat && cos.size(0) >= layout.max_pos,
                 "paged_attention: inputs must be contiguous and the RoPE tables cover every position");
@@ -241,13 +253,13 @@ at::Tensor paged_attention(const at::Tensor& q, const at::Tensor& k, const at::T
   switch (q.scalar_type()) {
     case at::kFloat:
       return paged_attention_impl<float>(q, k, v, q_norm_w, k_norm_w, eps, cos, sin, k_cache, v_cache, layout,
-                                         n_heads, n_kv, head_dim);
+                                         n_heads, n_kv, head_dim, pool);
     case at::kBFloat16:
       return paged_attention_impl<c10::BFloat16>(q, k, v, q_norm_w, k_norm_w, eps, cos, sin, k_cache, v_cache,
-                                                 layout, n_heads, n_kv, head_dim);
+                                                 layout, n_heads, n_kv, head_dim, pool);
     case at::kHalf:
       return paged_attention_impl<c10::Half>(q, k, v, q_norm_w, k_norm_w, eps, cos, sin, k_cache, v_cache, layout,
-                                             n_heads, n_kv, head_dim);
+                                             n_heads, n_kv, head_dim, pool);
     default: AGENTR1_CHECK(false, "paged_attention: unsupported dtype " << q.scalar_type());
   }
   return {};

@@ -18,6 +18,8 @@
 
 #include <ATen/ATen.h>
 
+#include "agentr1/model/spin_pool.h"
+
 namespace agentr1::model::detail {
 
 // Where each new token of a cached forward goes.
@@ -37,10 +39,11 @@ at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& w, double eps);
 // q_norm_w / k_norm_w [hd] or undefined; cos, sin [>= max_pos, hd] float RoPE tables.
 // Writes k and v into k_cache / v_cache [n_blocks, bs, nKV, hd] at each token's
 // position, then returns attention outputs [N, nH*hd] (before o_proj) in q's dtype.
+// Work is split over `pool`'s threads when given, else over OpenMP's.
 at::Tensor paged_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const at::Tensor& q_norm_w, const at::Tensor& k_norm_w, double eps,
                            const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
                            at::Tensor& v_cache, const PagedLayout& layout, int64_t n_heads,
-                           int64_t n_kv, int64_t head_dim);
+                           int64_t n_kv, int64_t head_dim, SpinPool* pool = nullptr);
 
 }  // namespace agentr1::model::detail

@@ -235,7 +235,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& cfg) : cfg_(cfg), impl_(std:
 }
 
 at::Tensor TransformerImpl::hidden_states(const at::Tensor& ids, const at::Tensor& positions,
-                                          const at::Tensor& segment_ids, const at::Tensor& prefix_ids) {
+                                          const at::Tensor& segment_ids, const at::Tensor& prefix_ids,
+                                          const at::Tensor& attn_mask) {
   AGENTR1_CHECK(ids.dim() == 2 && ids.scalar_type() == at::kLong,
                 "Transformer::forward: ids must be [B,T] int64, got " << ids.sizes() << " " << ids.scalar_type());
   const bool shared = prefix_ids.defined() && prefix_ids.numel() > 0;
@@ -263,6 +264,15 @@ at::Tensor TransformerImpl::hidden_states(const at::Tensor& ids, const at::Tenso
     // Padding rows would have no key at all: let every token see itself (no NaN).
     allowed = allowed.logical_or(at::eye(T, bopts).unsqueeze(0));  // [B,T,T]
   }
+  if (attn_mask.defined()) {
+    AGENTR1_CHECK(!shared && positions.defined(), "Transformer::forward: attn_mask needs explicit positions and no "
+                                                  "prefix_ids");
+    AGENTR1_CHECK(attn_mask.scalar_type() == at::kBool && attn_mask.dim() == 3 && attn_mask.size(1) == T &&
+                      attn_mask.size(2) == T && (attn_mask.size(0) == B || attn_mask.size(0) == 1),
+                  "Transformer::forward: attn_mask must be [B|1,T,T] bool, got " << attn_mask.sizes() << " "
+                                                                                 << attn_mask.scalar_type());
+    allowed = attn_mask;
+  }
   at::Tensor x = impl_->body->embed_tokens->forward(ids);
   if (!shared) {
     x = impl_->layers(cfg_, x, pos, allowed);
@@ -282,14 +292,49 @@ at::Tensor TransformerImpl::hidden_states(const at::Tensor& ids, const at::Tenso
   return impl_->body->norm->forward(x);
 }
 
+at::Tensor TransformerImpl::hidden_states_tree(const at::Tensor& ids, const at::Tensor& positions,
+                                               const at::Tensor& paths, const at::Tensor& own,
+                                               const at::Tensor& own_mask) {
+  AGENTR1_CHECK(ids.dim() == 1 && positions.sizes() == ids.sizes() && paths.dim() == 2 && own.dim() == 2 &&
+                    own_mask.dim() == 3 && own_mask.size(0) == paths.size(0) && own_mask.size(1) == own.size(1) &&
+                    own_mask.size(2) == paths.size(1) && own.size(0) == paths.size(0),
+                "Transformer::hidden_states_tree: inconsistent shapes: ids " << ids.sizes() << ", positions "
+                    << positions.sizes() << ", paths " << paths.sizes() << ", own " << own.sizes() << ", own_mask "
+                    << own_mask.sizes());
+  const int64_t N = ids.size(0), B = paths.size(0), L = paths.size(1), Q = own.size(1);
+  at::Tensor x = impl_->body->embed_tokens->forward(ids.unsqueeze(0))[0];  // [N,H]
+  const int64_t H = x.size(1);
+  auto [cos, sin] = impl_->rope(cfg_, positions.unsqueeze(0), x.scalar_type());  // [1,1,N,hd]
+  const at::Tensor path_flat = paths.reshape({-1}), own_flat = own.reshape({-1});
+  const at::Tensor blocked = own_mask.logical_not().unsqueeze(1).unsqueeze(1);  // [B,1,1,Q,L]
+  for (const auto& layer : impl_->body->layer_ptrs) {
+    AttentionImpl& a = *layer->self_attn;
+    auto [q, k, v] = a.qkv(layer->input_layernorm->forward(x.unsqueeze(0)), cos, sin);  // [1,heads,N,hd]
+    const at::Tensor kr = k[0].transpose(0, 1).index_select(0, path_flat).view({B, L, a.n_kv, a.head_dim}).transpose(1, 2);
+    const at::Tensor vr = v[0].transpose(0, 1).index_select(0, path_flat).view({B, L, a.n_kv, a.head_dim}).transpose(1, 2);
+    const at::Tensor qn = at::cat({q[0].transpose(0, 1).reshape({N, a.n_heads * a.head_dim}),
+                                   at::zeros({1, a.n_heads * a.head_dim}, q.options())});  // + a padding row
+    const at::Tensor qr =
+        qn.index_select(0, own_flat).view({B, Q, a.n_heads, a.head_dim}).transpose(1, 2).contiguous();
+    const at::Tensor o = a.attend(qr, kr, vr, blocked).reshape({B * Q, H});  // o_proj applied
+    // Each node is owned by exactly one row: summing scatters every output once (the
+    // padding row N collects the padding queries and is dropped).
+    const at::Tensor scattered = at::zeros({N + 1, H}, o.options()).index_add(0, own_flat, o).narrow(0, 0, N);
+    const at::Tensor h = x + scattered;
+    x = h + layer->mlp->forward(layer->post_attention_layernorm->forward(h));
+  }
+  return impl_->body->norm->forward(x);
+}
+
 at::Tensor TransformerImpl::logits_from_hidden(const at::Tensor& hidden) {
   const at::Tensor& w = impl_->lm_head ? impl_->lm_head->weight : impl_->body->embed_tokens->weight;
   return at::linear(hidden, w).to(at::kFloat);
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& ids, const at::Tensor& positions,
-                                    const at::Tensor& segment_ids, const at::Tensor& prefix_ids) {
-  return logits_from_hidden(hidden_states(ids, positions, segment_ids, prefix_ids));
+                                    const at::Tensor& segment_ids, const at::Tensor& prefix_ids,
+                                    const at::Tensor& attn_mask) {
+  return logits_from_hidden(hidden_states(ids, positions, segment_ids, prefix_ids, attn_mask));
 }
 
 namespace {
@@ -297,28 +342,39 @@ namespace {
 // x [N,in] W^T (+ b) for the cached forward. Decoding a few rows is bound by reading the
 // weights, and BLAS gemm packs (copies) the whole weight matrix on every call: for up
 // to 4 rows a matrix-vector product per row reads it once, unpacked (measured on the
-// ~4M-parameter bench model at batch 1, one thread: 3.1 ms -> 1.3 ms per token), and
-// with a RowSplitter the two halves of the output features are read by two cores.
-at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, RowSplitter* split) {
+// ~4M-parameter bench model at batch 1, one thread: 3.1 ms -> 1.3 ms per token). With a
+// pool, the output features (up to 4 rows) or the rows (more) are split across its
+// threads.
+at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool) {
   const int64_t n = x.size(0), out_features = w.size(0);
-  if (n > 4) return at::linear(x, w, b);
+  const bool split = pool != nullptr && pool->threads() > 1;
+  if (n > 4 && !split) return at::linear(x, w, b);
   at::Tensor out = at::empty({n, out_features}, x.options());
-  auto part = [&](int64_t lo, int64_t len) {
-    const at::Tensor wp = w.narrow(0, lo, len);
-    for (int64_t r = 0; r < n; ++r) {
-      at::Tensor o = out[r].narrow(0, lo, len);
+  if (n > 4) {
+    const at::Tensor wt = w.t();
+    pool->parallel_for(n, [&](int64_t r0, int64_t r1) {
+      at::Tensor o = out.narrow(0, r0, r1 - r0);
       if (b.defined())
-        at::addmv_out(o, b.narrow(0, lo, len), wp, x[r]);
+        at::addmm_out(o, b, x.narrow(0, r0, r1 - r0), wt);
+      else
+        at::mm_out(o, x.narrow(0, r0, r1 - r0), wt);
+    });
+    return out;
+  }
+  auto part = [&](int64_t lo, int64_t hi) {
+    const at::Tensor wp = w.narrow(0, lo, hi - lo);
+    for (int64_t r = 0; r < n; ++r) {
+      at::Tensor o = out[r].narrow(0, lo, hi - lo);
+      if (b.defined())
+        at::addmv_out(o, b.narrow(0, lo, hi - lo), wp, x[r]);
       else
         at::mv_out(o, wp, x[r]);
     }
   };
-  if (split && out_features >= 64) {
-    const int64_t half = out_features / 2;
-    split->run([&] { part(0, half); }, [&] { part(half, out_features - half); });
-  } else {
+  if (split && out_features >= 64)
+    pool->parallel_for(out_features, part);
+  else
     part(0, out_features);
-  }
   return out;
 }
 
@@ -388,7 +444,7 @@ std::pair<at::Tensor, at::Tensor> TransformerImpl::rope_table(int64_t n) {
 }
 
 at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vector<CachedRow>& rows, KVCache& cache,
-                                           RowSplitter* split) {
+                                           SpinPool* pool) {
   at::NoGradGuard no_grad;  // inference only: cache writes must not record autograd history
   const detail::PagedLayout L = paged_layout(cfg_, ids, rows, cache);
   const at::Tensor& w = impl_->body->embed_tokens->weight;
@@ -416,23 +472,23 @@ at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vec
       DecoderLayerImpl& layer = *layers[l];
       AttentionImpl& a = *layer.self_attn;
       at::Tensor h = detail::rms_norm_rows(x, layer.input_layernorm->weight, eps);
-      at::Tensor q = linear_rows(h, a.q_proj->weight, a.q_proj->bias, split);
-      at::Tensor k = linear_rows(h, a.k_proj->weight, a.k_proj->bias, split);
-      at::Tensor v = linear_rows(h, a.v_proj->weight, a.v_proj->bias, split);
+      at::Tensor q = linear_rows(h, a.q_proj->weight, a.q_proj->bias, pool);
+      at::Tensor k = linear_rows(h, a.k_proj->weight, a.k_proj->bias, pool);
+      at::Tensor v = linear_rows(h, a.v_proj->weight, a.v_proj->bias, pool);
       at::Tensor o = detail::paged_attention(q, k, v, a.q_norm ? a.q_norm->weight : at::Tensor(),
                                              a.k_norm ? a.k_norm->weight : at::Tensor(), eps, cos, sin,
                                              cache.k(static_cast<int64_t>(l)), cache.v(static_cast<int64_t>(l)), L,
-                                             a.n_heads, a.n_kv, a.head_dim);
-      x = x + linear_rows(o, a.o_proj->weight, {}, split);
+                                             a.n_heads, a.n_kv, a.head_dim, pool);
+      x = x + linear_rows(o, a.o_proj->weight, {}, pool);
       MLPImpl& mlp = *layer.mlp;
       h = detail::rms_norm_rows(x, layer.post_attention_layernorm->weight, eps);
-      at::Tensor g = linear_rows(h, mlp.gate_proj->weight, {}, split);
-      at::silu_(g).mul_(linear_rows(h, mlp.up_proj->weight, {}, split));
-      x = x + linear_rows(g, mlp.down_proj->weight, {}, split);
+      at::Tensor g = linear_rows(h, mlp.gate_proj->weight, {}, pool);
+      at::silu_(g).mul_(linear_rows(h, mlp.up_proj->weight, {}, pool));
+      x = x + linear_rows(g, mlp.down_proj->weight, {}, pool);
     }
     at::Tensor hl = x.index_select(0, at::from_blob(last.data(), {B}, lopts).clone());  // [B,H]
     const at::Tensor& head = impl_->lm_head ? impl_->lm_head->weight : impl_->body->embed_tokens->weight;
-    return linear_rows(detail::rms_norm_rows(hl, impl_->body->norm->weight, eps), head, {}, split).to(at::kFloat);
+    return linear_rows(detail::rms_norm_rows(hl, impl_->body->norm->weight, eps), head, {}, pool).to(at::kFloat);
   }
 
   // Portable tensor path: gather each row's blocks, attend with a [B,T,S] mask.

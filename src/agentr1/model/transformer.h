@@ -19,7 +19,7 @@
 
 #include "agentr1/model/config.h"
 #include "agentr1/model/kv_cache.h"
-#include "agentr1/model/row_splitter.h"
+#include "agentr1/model/spin_pool.h"
 
 namespace agentr1::model {
 
@@ -42,12 +42,30 @@ class TransformerImpl : public torch::nn::Module {
   //                full rows at the positions of ids; the prefix's own outputs are
   //                not returned. Learners use it for the system prompt + tools block
   //                that every row of a batch starts with.
+  //   attn_mask:   [B|1,T,T] bool; undefined = causal (within segments). When given it
+  //                replaces the causal and segment masks: token t attends to token j
+  //                iff attn_mask[b,t,j] (a token must see itself). Tree packing uses it
+  //                (each token sees its ancestors in a prefix tree); positions must be
+  //                given, prefix_ids must not.
   // Returns logits [B,T,V] in fp32.
   at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions = {},
-                     const at::Tensor& segment_ids = {}, const at::Tensor& prefix_ids = {});
+                     const at::Tensor& segment_ids = {}, const at::Tensor& prefix_ids = {},
+                     const at::Tensor& attn_mask = {});
   // Same as forward but returns the final normed hidden states [B,T,H] (value heads).
   at::Tensor hidden_states(const at::Tensor& ids, const at::Tensor& positions = {},
-                           const at::Tensor& segment_ids = {}, const at::Tensor& prefix_ids = {});
+                           const at::Tensor& segment_ids = {}, const at::Tensor& prefix_ids = {},
+                           const at::Tensor& attn_mask = {});
+  // Prefix-tree form (tree packing): N distinct tokens ("nodes") shared by B rows.
+  //   ids, positions: [N] int64, node tokens and depths (a node's position in its rows)
+  //   paths:          [B,L] int64, row b's nodes in order (padding: any node, masked)
+  //   own, own_mask:  [B,Q] int64 / [B,Q,L] bool: the nodes row b computes (each node
+  //                   exactly one row's, padding = N) and, for each, the path positions
+  //                   it sees (keys at positions <= its own, on row b's path)
+  // Every node's projections and MLP run once; its attention runs once, in the row that
+  // owns it, over that row's path. Returns the final normed hidden states [N,H]: equal
+  // (and with equal gradients) to those of the B rows forwarded one by one.
+  at::Tensor hidden_states_tree(const at::Tensor& ids, const at::Tensor& positions, const at::Tensor& paths,
+                                const at::Tensor& own, const at::Tensor& own_mask);
   // Projects hidden states [...,H] to fp32 logits [...,V] (tied or lm_head).
   at::Tensor logits_from_hidden(const at::Tensor& hidden);
 
@@ -62,10 +80,10 @@ class TransformerImpl : public torch::nn::Module {
   // Error (before writing anything) on inconsistent rows, a block table too short,
   // block ids out of range, two rows writing one block, or positions past
   // max_position_embeddings. CPU caches use the fused kernels of paged_attention.h
-  // unless cache.fused_attention is false; `split` (optional) lends a second core to the
-  // matrix-vector products of steps of <= 4 rows (see row_splitter.h).
+  // unless cache.fused_attention is false. With `pool` (optional) the fused path's
+  // products and attention run on its threads instead of OpenMP (see spin_pool.h).
   at::Tensor forward_cached(const at::Tensor& ids, const std::vector<CachedRow>& rows, KVCache& cache,
-                            RowSplitter* split = nullptr);
+                            SpinPool* pool = nullptr);
 
  private:
   // fp32 RoPE tables [>= n, hd] (cos, sin) for positions 0.., computed once and grown.

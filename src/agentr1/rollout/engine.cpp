@@ -97,10 +97,12 @@ Engine::Engine(model::Transformer model, EngineOptions options)
                     << "), prefix cache " << (options_.prefix_cache ? "on" : "off");
   // OpenMP keeps a thread count per OS thread: the worker uses its creator's
   // (at::set_num_threads), not the library default of one per core.
-  threads_ = at::get_num_threads();
-  if (threads_ > 1 && device_.is_cpu()) split_ = std::make_unique<model::RowSplitter>();
-  worker_ = std::thread([this] {
-    at::set_num_threads(threads_);
+  // The worker computes with its creator's thread count (at::get_num_threads()): on
+  // the CPU through a SpinPool, with one OpenMP thread of its own (see engine.h).
+  const int threads = at::get_num_threads();
+  if (threads > 1 && device_.is_cpu()) spin_ = std::make_unique<model::SpinPool>(threads);
+  worker_ = std::thread([this, threads] {
+    at::set_num_threads(spin_ ? 1 : threads);
     worker_loop();
   });
 }
@@ -326,7 +328,7 @@ void Engine::run_prefill(const std::vector<std::pair<Sequence*, int>>& plan) {
   at::Tensor logits;
   try {
     at::Tensor t = at::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, at::kLong);
-    logits = model_->forward_cached(t.to(device_, false, /*copy=*/true), rows, cache_)
+    logits = model_->forward_cached(t.to(device_, false, /*copy=*/true), rows, cache_, spin_.get())
                  .to(at::kCPU, at::kFloat)
                  .contiguous();  // [b, V]
   } catch (const std::exception& e) {
@@ -365,11 +367,6 @@ void Engine::run_decode() {
   }
   if (rows.empty()) return;
   const int64_t b = static_cast<int64_t>(rows.size());
-  // Small decode steps run on this thread and the splitter's helper, not OpenMP (see
-  // threads_ in engine.h).
-  const bool small = b <= kSplitDecodeRows;
-  const int want = small ? 1 : threads_;
-  if (at::get_num_threads() != want) at::set_num_threads(want);
   at::Tensor ids = at::empty({b}, at::TensorOptions().dtype(at::kLong));
   int64_t* idp = ids.data_ptr<int64_t>();
   std::vector<model::CachedRow> crows(rows.size());
@@ -381,7 +378,7 @@ void Engine::run_decode() {
   }
   at::Tensor logits;
   try {
-    logits = model_->forward_cached(ids.to(device_), crows, cache_, small ? split_.get() : nullptr)
+    logits = model_->forward_cached(ids.to(device_), crows, cache_, spin_.get())
                  .to(at::kCPU, at::kFloat)
                  .contiguous();  // [b, V]
   } catch (const std::exception& e) {
@@ -396,7 +393,7 @@ void Engine::run_decode() {
   // Rows sample independently (each from its own RNG), so in parallel.
   std::vector<SampledToken> out(rows.size());
   std::vector<std::string> errors(rows.size());
-  at::parallel_for(0, b, /*grain_size=*/4, [&](int64_t r0, int64_t r1) {
+  auto sample_rows = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       try {
         out[r] = rows[r]->sampler.sample(lp + r * vocab, vocab);
@@ -404,7 +401,13 @@ void Engine::run_decode() {
         errors[r] = e.what();
       }
     }
-  });
+  };
+  if (spin_ && b >= 4)
+    spin_->parallel_for(b, sample_rows);
+  else if (spin_)
+    sample_rows(0, b);
+  else
+    at::parallel_for(0, b, /*grain_size=*/4, sample_rows);
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.decode_steps;

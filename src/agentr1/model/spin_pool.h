@@ -1,0 +1,60 @@
+// agentr1/model/spin_pool.h — a fork/join pool of spinning helper threads for the
+// inference engine's forward passes.
+//
+//   model::SpinPool pool(/*threads=*/2);        // the caller + 1 helper
+//   pool.parallel_for(n, [&](int64_t begin, int64_t end) { ... });  // all done on return
+//
+// Why not OpenMP: the learner (main thread) and the engine's worker thread would each
+// own an OpenMP team. With more OpenMP threads than cores, libgomp stops spinning
+// between parallel regions and each region pays futex wake-ups (tens of microseconds
+// in a VM), more than a decode step's small products cost; the learner's own regions
+// are throttled the same way. The engine therefore runs its worker with one OpenMP
+// thread and gets the other cores from this pool: helpers spin between calls (a decode
+// step issues one every few microseconds), yield when the machine is busy, and sleep
+// after `idle_us` without work, so an idle engine leaves the cores to the learner.
+// Calls must come from one thread at a time; helpers run with autograd off and one
+// OpenMP thread each (inference only).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace agentr1::model {
+
+class SpinPool {
+ public:
+  // threads >= 1 (1 = no helpers: parallel_for runs inline).
+  explicit SpinPool(int threads, int64_t idle_us = 2000);
+  ~SpinPool();
+  SpinPool(const SpinPool&) = delete;
+  SpinPool& operator=(const SpinPool&) = delete;
+
+  int threads() const { return static_cast<int>(helpers_.size()) + 1; }
+  // Splits [0, n) into threads() contiguous chunks (empty ones skipped); chunk 0 runs
+  // on the caller. Returns when all are done; rethrows the first exception thrown.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void helper_loop(int index);
+
+  const int64_t idle_us_;
+  std::atomic<uint64_t> posted_{0};    // generation of the last posted job
+  std::atomic<int> finished_{0};       // helpers done with the current job
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t n_ = 0;
+  std::exception_ptr error_;
+  std::mutex error_mu_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sleeping_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> helpers_;
+};
+
+}  // namespace agentr1::model
