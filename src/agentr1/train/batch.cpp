@@ -1,6 +1,7 @@
 #include "agentr1/train/batch.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <unordered_map>
 
@@ -153,13 +154,16 @@ std::vector<std::vector<PackedRow>> trajectory_mini_batches(const std::vector<Pa
 }
 
 std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,
-                                                     int64_t max_rows, int64_t max_tokens) {
+                                                     int64_t max_rows, int64_t max_tokens, bool by_prefix) {
   AGENTR1_CHECK(max_rows >= 1, "micro batch size must be >= 1, got " << max_rows);
   std::vector<int64_t> order(rows.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return rows[a].tokens.size() < rows[b].tokens.size();
-  });
+  if (by_prefix)
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return rows[a].tokens < rows[b].tokens; });
+  else
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return rows[a].tokens.size() < rows[b].tokens.size();
+    });
   std::vector<std::vector<int64_t>> out;
   std::vector<int64_t> cur;
   int64_t longest = 0;
@@ -204,13 +208,13 @@ int64_t shared_prefix_length(const std::vector<PackedRow>& rows, const std::vect
 }
 
 TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx,
-                   int64_t min_shared_prefix, at::Device device) {
+                   int64_t min_shared_prefix, at::Device device, bool tree) {
   AGENTR1_CHECK(!idx.empty(), "collate: empty micro-batch");
   for (int64_t r : idx)
     AGENTR1_CHECK(rows[r].tokens.empty() || !rows[r].action[0],
                   "row " << r << " starts with a response token (no prompt to condition on)");
   int64_t p = 0;
-  if (min_shared_prefix > 0 && idx.size() >= 2) {
+  if (!tree && min_shared_prefix > 0 && idx.size() >= 2) {
     p = shared_prefix_length(rows, idx);
     if (p < min_shared_prefix) p = 0;
   }
@@ -271,12 +275,57 @@ TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t
   out.value_mask = gather(&PackedRow::value_mask);
   out.targets = out.input_ids.slice(/*dim=*/1, /*start=*/1).contiguous();
   out.rows = idx;
+  if (tree) {
+    // A trie over the rows: node = (parent node, token); a node belongs to the row that
+    // created it (the suffix of that row's path after what earlier rows share).
+    std::map<std::pair<int32_t, TokenId>, int32_t> child;
+    std::vector<int64_t> node_tok, node_pos;
+    std::vector<std::vector<int64_t>> owned(static_cast<size_t>(b));
+    out.tree_index = at::zeros({b, t_max}, at::kLong);
+    auto ti = out.tree_index.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < b; ++i) {
+      const PackedRow& row = rows[idx[i]];
+      int32_t at_node = -1;
+      for (size_t t = 0; t < row.tokens.size(); ++t) {
+        auto [it, fresh] = child.try_emplace({at_node, row.tokens[t]}, static_cast<int32_t>(node_tok.size()));
+        if (fresh) {
+          node_tok.push_back(row.tokens[t]);
+          node_pos.push_back(static_cast<int64_t>(t));
+          owned[static_cast<size_t>(i)].push_back(it->second);
+        }
+        at_node = it->second;
+        ti[i][static_cast<int64_t>(t)] = at_node;
+      }
+    }
+    const int64_t n = static_cast<int64_t>(node_tok.size());
+    int64_t q = 1;
+    for (const auto& o : owned) q = std::max<int64_t>(q, static_cast<int64_t>(o.size()));
+    out.tree_nodes = n;
+    out.tree_ids = at::from_blob(node_tok.data(), {n}, at::kLong).clone();
+    out.tree_positions = at::from_blob(node_pos.data(), {n}, at::kLong).clone();
+    out.tree_own = at::full({b, q}, n, at::kLong);
+    out.tree_own_mask = at::zeros({b, q, t_max}, at::kBool);
+    auto own = out.tree_own.accessor<int64_t, 2>();
+    auto om = out.tree_own_mask.accessor<bool, 3>();
+    for (int64_t i = 0; i < b; ++i) {
+      const auto& o = owned[static_cast<size_t>(i)];
+      for (int64_t k = 0; k < q; ++k) {
+        if (k < static_cast<int64_t>(o.size())) {
+          own[i][k] = o[static_cast<size_t>(k)];
+          for (int64_t j = 0; j <= node_pos[static_cast<size_t>(o[static_cast<size_t>(k)])]; ++j) om[i][k][j] = true;
+        } else {
+          om[i][k][0] = true;  // padding queries see one key (no NaN; their outputs are dropped)
+        }
+      }
+    }
+  }
   if (!device.is_cpu()) out.to(device);
   return out;
 }
 
 void TrainBatch::to(at::Device device) {
-  for (at::Tensor* t : {&prefix_ids, &input_ids, &positions, &segment_ids, &targets, &action_mask, &advantages,
+  for (at::Tensor* t : {&tree_ids, &tree_positions, &tree_index, &tree_own, &tree_own_mask, &prefix_ids, &input_ids, &positions,
+                        &segment_ids, &targets, &action_mask, &advantages,
                         &rollout_logprobs, &old_logprobs, &ref_logprobs, &values, &returns, &value_mask})
     if (t->defined()) *t = t->to(device, /*non_blocking=*/false);
 }

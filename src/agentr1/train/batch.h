@@ -92,11 +92,28 @@ std::vector<std::vector<PackedRow>> trajectory_mini_batches(const std::vector<Pa
                                                             int64_t trajectories_per_mini);
 
 // Groups row indices into micro-batches of at most max_rows rows and max_tokens padded
-// tokens (rows * longest; 0 = unlimited), rows sorted by length to limit padding.
+// tokens (rows * longest; 0 = unlimited), rows sorted by length to limit padding, or
+// with by_prefix in token order, so rows sharing prefixes (a group's samples, a
+// trajectory's steps) fall into the same micro-batch (tree packing).
 std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,
-                                                     int64_t max_rows, int64_t max_tokens = 0);
+                                                     int64_t max_rows, int64_t max_tokens = 0,
+                                                     bool by_prefix = false);
 
+// Tree packing (collate's `tree`): the micro-batch's rows laid out as a prefix tree,
+// one node per distinct prefix, so every shared token (a group's prompt, earlier turns,
+// a common system prompt) is forwarded once (Transformer::hidden_states_tree). A node
+// belongs to the first row that reaches it and is attended from there, over that row's
+// path. The [B,T] tensors keep the per-row layout (targets, masks, advantages);
+// tree_index maps each of their columns to its node, so per-row hidden states are
+// gathered from the tree's (scoring.h: batch_hidden_states). Log-probs, values and
+// gradients equal the per-row computation (tested).
 struct TrainBatch {
+  at::Tensor tree_ids;         // [N] int64 node tokens (undefined unless tree-packed)
+  at::Tensor tree_positions;   // [N] int64 node depth
+  at::Tensor tree_index;       // [B,T] int64 node of input_ids[b,t] (0 on padding): the paths
+  at::Tensor tree_own;         // [B,Q] int64 nodes row b owns (N on padding)
+  at::Tensor tree_own_mask;    // [B,Q,T] bool: path positions each owned node attends to
+  int64_t tree_nodes = 0;      // N
   at::Tensor prefix_ids;       // [P] int64 shared by every row (undefined when P = 0)
   int64_t prefix_len = 0;      // P
   at::Tensor input_ids;        // [B,T] int64: row tokens P.., padded with 0
@@ -119,10 +136,11 @@ struct TrainBatch {
 
 // Builds the tensors for rows[idx...] on `device`. With min_shared_prefix > 0 and two
 // or more rows, a common prefix of at least that many tokens is split off (see above);
-// 0 = never. The tensors are filled on the host (rows are host vectors), then moved
+// 0 = never. With tree, the rows are tree-packed instead (see TrainBatch; no prefix is
+// split off). The tensors are filled on the host (rows are host vectors), then moved
 // to `device` when it is not the CPU; the default is the host for that reason.
 TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx,
-                   int64_t min_shared_prefix = 0, at::Device device = at::Device(at::kCPU));
+                   int64_t min_shared_prefix = 0, at::Device device = at::Device(at::kCPU), bool tree = false);
 
 // Length of the prefix collate() would share for rows[idx...]: the longest common
 // token prefix, ending at least one token before any row's first response token

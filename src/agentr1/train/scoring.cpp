@@ -6,11 +6,19 @@
 
 namespace agentr1::train {
 
+at::Tensor batch_hidden_states(model::TransformerImpl& model, const TrainBatch& batch) {
+  if (!batch.tree_ids.defined())
+    return model.hidden_states(batch.input_ids, batch.positions, batch.segment_ids, batch.prefix_ids);
+  const at::Tensor h = model.hidden_states_tree(batch.tree_ids, batch.tree_positions, batch.tree_index,
+                                               batch.tree_own, batch.tree_own_mask);  // [N,H]
+  const int64_t b = batch.tree_index.size(0), t = batch.tree_index.size(1);
+  return h.index_select(0, batch.tree_index.reshape({-1})).view({b, t, h.size(1)});
+}
+
 at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, at::Tensor* entropy,
                            double temperature) {
-  // logits: [B,T,V] fp32; keep positions 0..T-2 which predict tokens 1..T-1.
-  at::Tensor logits = model->forward(batch.input_ids, batch.positions, batch.segment_ids, batch.prefix_ids);
-  logits = logits.slice(/*dim=*/1, 0, -1);
+  // logits: [B,T-1,V] fp32 at positions 0..T-2, which predict tokens 1..T-1.
+  at::Tensor logits = model->logits_from_hidden(batch_hidden_states(*model, batch).slice(/*dim=*/1, 0, -1));
   if (temperature != 1.0) logits = logits / temperature;
   at::Tensor logp_all = at::log_softmax(logits, /*dim=*/-1);  // [B,T-1,V]
   at::Tensor lp = logp_all.gather(/*dim=*/-1, batch.targets.unsqueeze(-1)).squeeze(-1);
@@ -41,8 +49,8 @@ at::Tensor to_host(const at::Tensor& x) { return x.to(at::Device(at::kCPU), at::
 void score_rows(std::vector<PackedRow>& rows, std::vector<float> PackedRow::*field, const ScoringOptions& o,
                 const std::function<at::Tensor(const TrainBatch&)>& fn) {
   torch::NoGradGuard no_grad;
-  for (const auto& mb : make_micro_batches(rows, o.micro_batch_size, o.micro_batch_max_tokens)) {
-    const TrainBatch b = collate(rows, mb, o.min_shared_prefix, o.device);
+  for (const auto& mb : make_micro_batches(rows, o.micro_batch_size, o.micro_batch_max_tokens, o.tree_packing)) {
+    const TrainBatch b = collate(rows, mb, o.min_shared_prefix, o.device, o.tree_packing);
     write_back(rows, b, field, to_host(fn(b)));
   }
 }
@@ -54,8 +62,8 @@ void score_logprobs(model::Transformer& model, std::vector<PackedRow>& rows, std
   const bool was_training = model->is_training();
   model->eval();
   try {
-    for (const auto& mb : make_micro_batches(rows, o.micro_batch_size, o.micro_batch_max_tokens)) {
-      const TrainBatch b = collate(rows, mb, o.min_shared_prefix, o.device);
+    for (const auto& mb : make_micro_batches(rows, o.micro_batch_size, o.micro_batch_max_tokens, o.tree_packing)) {
+      const TrainBatch b = collate(rows, mb, o.min_shared_prefix, o.device, o.tree_packing);
       at::Tensor ent;
       at::Tensor lp = target_logprobs(model, b, entropy_field != nullptr ? &ent : nullptr, o.temperature);
       write_back(rows, b, field, to_host(lp));

@@ -27,9 +27,14 @@ struct ScoringOptions {
   int64_t micro_batch_size = 8;        // rows per forward
   int64_t micro_batch_max_tokens = 0;  // cap on rows x padded length; 0 = none
   int64_t min_shared_prefix = 16;      // collate's shared prefix (>= N tokens); 0 = off
+  bool tree_packing = false;           // collate's tree packing (every shared prefix once)
   double temperature = 1.0;            // log-probs of logits / temperature (the sampler's); > 0
   at::Device device = at::Device(at::kCPU);  // where the forward runs (trainer.device)
 };
+
+// Final hidden states [B,T,H] of the batch's rows in its [B,T] layout (tree-packed
+// batches run the tree once and gather each row's tokens from their nodes).
+at::Tensor batch_hidden_states(model::TransformerImpl& model, const TrainBatch& batch);
 
 // Log-probs of batch.targets under `model` with logits divided by `temperature`:
 // [B,T-1] fp32. If entropy != nullptr it receives the per-position entropy [B,T-1] of

@@ -27,6 +27,7 @@ UpdateLoopOptions LoopOptions::update_loop(at::Device device) const {
   u.micro_batch_size = micro_batch_size;
   u.micro_batch_max_tokens = micro_batch_max_tokens;
   u.min_shared_prefix = min_shared_prefix;
+  u.tree_packing = tree_packing;
   u.device = device;
   return u;
 }
@@ -36,6 +37,7 @@ ScoringOptions LoopOptions::scoring(at::Device device, double temperature) const
   s.micro_batch_size = micro_batch_size;
   s.micro_batch_max_tokens = micro_batch_max_tokens;
   s.min_shared_prefix = min_shared_prefix;
+  s.tree_packing = tree_packing;
   s.temperature = temperature;
   s.device = device;
   return s;
@@ -87,7 +89,7 @@ Metrics run_update(const std::vector<PackedRow>& rows, const UpdateLoopOptions& 
       opt.zero_grad();
       Metrics step_m;
       bool finite = true;
-      for (const auto& mb : make_micro_batches(mini, o.micro_batch_size, o.micro_batch_max_tokens)) {
+      for (const auto& mb : make_micro_batches(mini, o.micro_batch_size, o.micro_batch_max_tokens, o.tree_packing)) {
         double mb_units = 0;
         int64_t mb_rows = 0;
         for (int64_t r : mb) {
@@ -95,7 +97,7 @@ Metrics run_update(const std::vector<PackedRow>& rows, const UpdateLoopOptions& 
           mb_rows += units[static_cast<size_t>(r)] > 0;
         }
         if (mb_units == 0) continue;
-        const TrainBatch b = collate(mini, mb, o.min_shared_prefix, o.device);
+        const TrainBatch b = collate(mini, mb, o.min_shared_prefix, o.device, o.tree_packing);
         const MicroBatchScale scale = micro_batch_scale(spec, mb_units, mb_rows, mini_units, mini_rows, norm_len);
         Metrics mm;
         at::Tensor loss = loss_fn(b, scale, mm);

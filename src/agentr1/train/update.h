@@ -57,6 +57,7 @@ struct UpdateLoopOptions {
   int64_t micro_batch_size = 8;         // rows per forward/backward
   int64_t micro_batch_max_tokens = 0;   // cap on rows x padded length; 0 = none
   int64_t min_shared_prefix = 16;       // collate's shared prefix (>= N tokens); 0 = off
+  bool tree_packing = false;            // collate's tree packing
   at::Device device = at::Device(at::kCPU);  // where collate puts the tensors (trainer.device)
 };
 
@@ -70,6 +71,9 @@ struct LoopOptions {
   int64_t min_shared_prefix = 16;      // compute a micro-batch's common row prefix (system
                                        // prompt, tools block) once if >= N tokens; 0 = off
   int max_consecutive_skips = 5;       // non-finite updates in a row before giving up
+  bool tree_packing = false;           // lay each micro-batch out as a prefix tree: every
+                                       // shared prefix (a group's prompt, earlier turns)
+                                       // forwarded once; rows grouped by shared prefix
   // Throws Error naming section.<key> (section: "actor", "critic").
   void validate(const std::string& section) const;
   UpdateLoopOptions update_loop(at::Device device) const;
@@ -83,6 +87,8 @@ struct LoopOptions {
     v.field("min_shared_prefix", min_shared_prefix,
             "compute a micro-batch's common prefix (system prompt, tools) once if >= N tokens; 0 = off");
     v.field("max_consecutive_skips", max_consecutive_skips, "non-finite updates in a row before stopping");
+    v.field("tree_packing", tree_packing,
+            "lay micro-batches out as a prefix tree: every shared prefix forwarded once");
   }
 };
 
