@@ -9,6 +9,7 @@
 
 #include "agentr1/core/config.h"
 #include "agentr1/core/log.h"
+#include "blas_core.h"
 #include "command.h"
 
 namespace agentr1::cli {
@@ -20,6 +21,7 @@ std::vector<CommandSpec>& commands() {
 
 int main(int argc, char** argv) {
   using namespace agentr1;
+  cli::maybe_restart_for_blas(argv);  // may restart the process once (blas_core.h)
   // Keep freed tensor memory in the heap instead of returning it to the kernel after
   // every step: training allocates the same large buffers over and over, and glibc's
   // defaults (mmap for >= 128 KiB, trim at 128 KiB) made ~30% of SFT time page faults.
