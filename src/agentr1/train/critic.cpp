@@ -100,7 +100,10 @@ ValueModel make_value_model(const std::string& model_path, model::Transformer& p
 
 at::Tensor value_predictions(ValueModel& model, const TrainBatch& batch) {
   // values: [B,T]; position t's value belongs to the token at t+1 -> keep 0..T-2.
-  const at::Tensor h = batch_hidden_states(*model->body(), batch);                // [B,T,H]
+  if (!batch.tree_ids.defined())
+    return model->forward(batch.input_ids, batch.positions, batch.segment_ids, batch.prefix_ids)
+        .slice(/*dim=*/1, 0, -1);
+  const at::Tensor h = batch_hidden_states(*model->body(), batch);  // [B,T,H]
   return model->head()->forward(h.to(at::kFloat)).squeeze(-1).slice(/*dim=*/1, 0, -1);
 }
 

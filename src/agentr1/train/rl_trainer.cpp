@@ -83,6 +83,8 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   eo.max_batch = c.rollout.max_batch;
   eo.max_context = c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens;
   eo.prefix_cache = c.rollout.prefix_cache;
+  eo.block_size = c.rollout.kv_block_size;
+  eo.n_blocks = c.rollout.kv_blocks;
   const text::Tokenizer* tok = tokenizer_.get();
   eo.detokenize = [tok](const TokenIds& ids) { return tok->decode(ids); };
   engine_ = std::make_unique<rollout::Engine>(policy_, eo);  // shares the policy module

@@ -269,6 +269,20 @@ TEST(RLTrainerTest, ConfigErrorsNameTheKey) {
   }
   apply_override(tree, "rollout.n=0");
   EXPECT_THROW(load_train_config(tree), Error);
+  // The engine's KV-cache sizes: a pool that cannot hold one full sequence is refused.
+  tree = default_train_tree();
+  apply_override(tree, "rollout.kv_blocks=3");
+  try {
+    load_train_config(tree);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rollout.kv_blocks must be 0 (auto) or hold one sequence"),
+              std::string::npos)
+        << e.what();
+  }
+  tree = default_train_tree();
+  apply_override(tree, "rollout.kv_block_size=0");
+  EXPECT_THROW(load_train_config(tree), Error);
 }
 
 // The task family and the device are chosen by name: unknown names list the known ones

@@ -15,10 +15,15 @@ at::Tensor batch_hidden_states(model::TransformerImpl& model, const TrainBatch& 
   return h.index_select(0, batch.tree_index.reshape({-1})).view({b, t, h.size(1)});
 }
 
+at::Tensor batch_logits(model::TransformerImpl& model, const TrainBatch& batch) {
+  if (!batch.tree_ids.defined())
+    return model.forward(batch.input_ids, batch.positions, batch.segment_ids, batch.prefix_ids).slice(1, 0, -1);
+  return model.logits_from_hidden(batch_hidden_states(model, batch).slice(/*dim=*/1, 0, -1));
+}
+
 at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, at::Tensor* entropy,
                            double temperature) {
-  // logits: [B,T-1,V] fp32 at positions 0..T-2, which predict tokens 1..T-1.
-  at::Tensor logits = model->logits_from_hidden(batch_hidden_states(*model, batch).slice(/*dim=*/1, 0, -1));
+  at::Tensor logits = batch_logits(*model, batch);  // [B,T-1,V]
   if (temperature != 1.0) logits = logits / temperature;
   at::Tensor logp_all = at::log_softmax(logits, /*dim=*/-1);  // [B,T-1,V]
   at::Tensor lp = logp_all.gather(/*dim=*/-1, batch.targets.unsqueeze(-1)).squeeze(-1);

@@ -35,6 +35,10 @@ struct ScoringOptions {
 // Final hidden states [B,T,H] of the batch's rows in its [B,T] layout (tree-packed
 // batches run the tree once and gather each row's tokens from their nodes).
 at::Tensor batch_hidden_states(model::TransformerImpl& model, const TrainBatch& batch);
+// Logits [B,T-1,V] fp32 at positions 0..T-2 (which predict tokens 1..T-1). Untreed
+// batches take the full forward and slice it, as before tree packing existed, so their
+// numbers are bit for bit those of earlier versions.
+at::Tensor batch_logits(model::TransformerImpl& model, const TrainBatch& batch);
 
 // Log-probs of batch.targets under `model` with logits divided by `temperature`:
 // [B,T-1] fp32. If entropy != nullptr it receives the per-position entropy [B,T-1] of

@@ -32,7 +32,7 @@ SftLearner::SftLearner(model::Transformer policy, const SftOptions& opts)
 
 at::Tensor SftLearner::micro_batch_loss(const TrainBatch& b, const MicroBatchScale&, Metrics& m) {
   // logits: [B,T-1,V]; the NLL of every action token, averaged over this micro-batch's.
-  const at::Tensor logits = policy_->logits_from_hidden(batch_hidden_states(*policy_, b).slice(/*dim=*/1, 0, -1));
+  const at::Tensor logits = batch_logits(*policy_, b);
   const at::Tensor logp_all = at::log_softmax(logits, /*dim=*/-1);
   const at::Tensor lp = logp_all.gather(/*dim=*/-1, b.targets.unsqueeze(-1)).squeeze(-1);  // [B,T-1]
   const double n = static_cast<double>(b.num_action_tokens);

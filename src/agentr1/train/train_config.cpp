@@ -29,6 +29,12 @@ void DataOptions::validate() const {
 void RolloutConfig::validate() const {
   AGENTR1_CHECK(n >= 1, "rollout.n must be >= 1, got " << n);
   AGENTR1_CHECK(max_batch >= 1, "rollout.max_batch must be >= 1, got " << max_batch);
+  AGENTR1_CHECK(kv_block_size >= 1, "rollout.kv_block_size must be >= 1, got " << kv_block_size);
+  const int per_seq = (flow.max_prompt_tokens + flow.max_new_tokens + kv_block_size - 1) / kv_block_size;
+  AGENTR1_CHECK(kv_blocks == 0 || kv_blocks >= per_seq,
+                "rollout.kv_blocks must be 0 (auto) or hold one sequence of rollout.max_prompt_tokens + "
+                "rollout.max_new_tokens positions ("
+                    << per_seq << " blocks of " << kv_block_size << "), got " << kv_blocks);
   AGENTR1_CHECK(val_k >= 0, "rollout.val_k must be >= 0, got " << val_k);
   AGENTR1_CHECK(val_temperature > 0, "rollout.val_temperature must be > 0, got " << val_temperature);
   flow.validate();

@@ -65,6 +65,9 @@ struct RolloutConfig {
   int n = 8;                      // trajectories per prompt (GRPO group size)
   int max_batch = 64;             // engine: sequences decoded together
   bool prefix_cache = true;       // engine: reuse KV of shared prefixes
+  int kv_block_size = 16;         // engine: KV-cache positions per block
+  int kv_blocks = 0;              // engine: KV-cache blocks; 0 = max_batch full-context
+                                  // sequences (twice that with prefix_cache)
   int val_k = 4;                  // validation mean@k: samples per held-out prompt
   double val_temperature = 1.0;   // temperature of the mean@k samples
   flow::FlowOptions flow;         // budgets, sampling, agent, env kwargs
@@ -80,6 +83,8 @@ struct RolloutConfig {
     v.field("n", n, "trajectories per prompt (GRPO group size)");
     v.field("max_batch", max_batch, "engine: sequences decoded together");
     v.field("prefix_cache", prefix_cache, "engine: reuse keys/values of shared prefixes");
+    v.field("kv_block_size", kv_block_size, "engine: KV-cache positions per block");
+    v.field("kv_blocks", kv_blocks, "engine: KV-cache blocks; 0 = enough for max_batch full-context sequences");
     v.field("val_k", val_k, "validation mean@k: samples per held-out prompt (0 = skip)");
     v.field("val_temperature", val_temperature, "temperature of the mean@k samples");
     flow.visit(v);
