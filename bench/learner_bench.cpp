@@ -23,6 +23,7 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/train/sft.h"
 #include "agentr1/train/batch.h"
+#include "bench_model.h"
 
 using namespace agentr1;
 
@@ -62,22 +63,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-model::ModelConfig default_shape() {
-  model::ModelConfig c;  // the built-in default model (train/default_recipe.h)
-  c.arch = model::Arch::kQwen3;
-  c.vocab_size = 1024;
-  c.hidden_size = 128;
-  c.intermediate_size = 384;
-  c.num_hidden_layers = 4;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 32;
-  c.qk_norm = true;
-  c.tie_word_embeddings = true;
-  c.max_position_embeddings = 2048;
-  return c;
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -88,7 +73,7 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   at::set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency()));
-  const model::ModelConfig cfg = default_shape();
+  const model::ModelConfig cfg = bench::builtin_shape();
   std::mt19937 rng(1);
   std::uniform_int_distribution<int> tok(0, static_cast<int>(cfg.vocab_size) - 1);
   std::vector<train::PackedRow> rows(static_cast<size_t>(a.rows));

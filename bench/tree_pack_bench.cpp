@@ -30,6 +30,7 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/train/batch.h"
 #include "agentr1/train/scoring.h"
+#include "bench_model.h"
 
 using namespace agentr1;
 
@@ -68,22 +69,6 @@ Args parse(int argc, char** argv) {
     else usage(("unknown option " + k).c_str());
   }
   return a;
-}
-
-model::ModelConfig default_shape() {
-  model::ModelConfig c;  // the built-in default model (train/default_recipe.h)
-  c.arch = model::Arch::kQwen3;
-  c.vocab_size = 1024;
-  c.hidden_size = 128;
-  c.intermediate_size = 384;
-  c.num_hidden_layers = 4;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 32;
-  c.qk_norm = true;
-  c.tie_word_embeddings = true;
-  c.max_position_embeddings = 2048;
-  return c;
 }
 
 double median(std::vector<double> v) {
@@ -170,7 +155,7 @@ int main(int argc, char** argv) {
       {"(b) merged steps + shared prefix", train::pack_trajectories(trajs, zero_adv, true), 16, false},
       {"(c) tree packing", train::pack_trajectories(trajs, zero_adv, true), 0, true},
   };
-  model::Transformer m = model::init_random(default_shape(), 3);
+  model::Transformer m = model::init_random(bench::builtin_shape(), 3);
   m->train();
   std::printf("tree_pack_bench: %d groups x %d trajectories x %d append-only turns (system %d + prompt %d, response "
               "%d, tool %d tokens); %lld-parameter Qwen3 model; micro-batches of %d rows; %d threads\n\n",
