@@ -1,5 +1,7 @@
 #include "agentr1/env/tool_env.h"
 
+#include <thread>
+
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -62,6 +64,19 @@ class KwargsReader {
     for (const auto& e : v) {
       if (!e.is_string()) throw type_error(key, "a list of strings", v);
       out.push_back(e.get<std::string>());
+    }
+  }
+  static void read(const std::string& key, const json& v, std::vector<double>& out) {
+    // A number is the one-element list (a fixed value).
+    if (v.is_number()) {
+      out = {v.get<double>()};
+      return;
+    }
+    if (!v.is_array()) throw type_error(key, "a number or a list of numbers", v);
+    out.clear();
+    for (const auto& e : v) {
+      if (!e.is_number()) throw type_error(key, "a number or a list of numbers", v);
+      out.push_back(e.get<double>());
     }
   }
   static void read(const std::string& key, const json& v, std::string& out) {
@@ -129,6 +144,7 @@ void ToolEnvOptions::validate() const {
   AGENTR1_CHECK(max_tool_calls_per_turn >= 1,
                 "tool env option 'max_tool_calls_per_turn' must be >= 1, got "
                     << max_tool_calls_per_turn);
+  Latency::from_ms(tool_latency_ms, "tool env option 'tool_latency_ms'");
   AGENTR1_CHECK(max_tool_response_chars >= 0,
                 "tool env option 'max_tool_response_chars' must be >= 0 (0 = no limit), got "
                     << max_tool_response_chars);
@@ -176,6 +192,8 @@ ToolEnv::ToolEnv(const EnvContext& ctx, ToolEnvOptions options)
   format_ = with_context("tool env option 'tool_format'",
                          [&] { return text::make_tool_format(options_.tool_format); });
   policy_ = make_env_context_policy(options_.context, ctx_, render_options_, "tool");
+  latency_ = Latency::from_ms(options_.tool_latency_ms, "tool env option 'tool_latency_ms'");
+  latency_rng_ = Rng(derive_seed(ctx_.seed, {0x746f6f6cULL}));  // "tool": its own stream
 }
 
 ToolEnv::~ToolEnv() = default;
@@ -240,8 +258,10 @@ ToolEnv::PendingCall ToolEnv::start_call(const std::string& tool_name, const jso
         "unknown_tool", std::nullopt};
     return call;
   }
+  const double delay_ms = latency_.draw_ms(latency_rng_);
   if (ctx_.pool == nullptr) {  // inline: no timeout can be enforced
     try {
+      if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
       ToolResult r = tool->execute(arguments);
       call.done = CallOutcome{clip(std::move(r.text)), "ok", r.reward};
     } catch (const std::exception& e) {
@@ -257,7 +277,7 @@ ToolEnv::PendingCall ToolEnv::start_call(const std::string& tool_name, const jso
   // timeout (its thread keeps running) never touches a destroyed env.
   auto state = std::make_shared<CallState>();
   call.state = state;
-  call.future = ctx_.pool->submit([state, tool, arguments]() -> ToolResult {
+  call.future = ctx_.pool->submit([state, tool, arguments, delay_ms]() -> ToolResult {
     {
       std::lock_guard<std::mutex> lock(state->mu);
       if (state->abandoned) return ToolResult{};
@@ -265,6 +285,7 @@ ToolEnv::PendingCall ToolEnv::start_call(const std::string& tool_name, const jso
       state->start = Clock::now();
     }
     state->cv.notify_all();
+    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
     return tool->execute(arguments);
   });
   return call;

@@ -37,6 +37,8 @@
 #include <vector>
 
 #include "agentr1/core/json.h"
+#include "agentr1/core/latency.h"
+#include "agentr1/core/rng.h"
 #include "agentr1/env/agent_env.h"
 #include "agentr1/env/context_policy.h"
 #include "agentr1/env/tool.h"
@@ -63,6 +65,9 @@ struct ToolEnvOptions {
   json context = "append_only";       // context policy spec (context_policy.h): a name or
                                       // {"type": name, ...options}, e.g. {"type":
                                       // "sliding_window", "keep_last": 2}
+  std::vector<double> tool_latency_ms;  // simulated latency of every tool call (core/latency.h):
+                                        // [] none, [ms] fixed, [lo, hi] uniform; spent on the
+                                        // tool's thread, inside tool_timeout_s
   bool tools_in_prompt = true;        // render the tools' schemas into the prompt (the chat
                                       // template's tools block); false: a model that learned
                                       // its tools in training sees no schema (shorter prompts)
@@ -83,6 +88,8 @@ struct ToolEnvOptions {
     v.field("context", context,
             "context policy: append_only (token-exact) | rerender | sliding_window | token_budget, "
             "or {type: ..., options}");
+    v.field("tool_latency_ms", tool_latency_ms,
+            "simulated tool-call latency: [] none, [ms] fixed, [lo, hi] uniform (ms)");
     v.field("tools_in_prompt", tools_in_prompt,
             "render the tool schemas into the prompt; false = the model learned its tools");
   }
@@ -141,6 +148,8 @@ class ToolEnv : public AgentEnv {
   bool started_ = false;
   bool finished_ = false;
   std::string anchor_;                         // the last turn's tool responses ("<start>" first)
+  Latency latency_;                            // options_.tool_latency_ms
+  Rng latency_rng_{0};                         // its draws (seeded from EnvContext.seed)
 };
 
 }  // namespace agentr1::env

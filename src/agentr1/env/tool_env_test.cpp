@@ -595,4 +595,35 @@ TEST_F(EnvFixture, APolicyRegisteredByATestIsSelectableFromEnvKwargs) {
 }
 
 }  // namespace
+
+// tool_latency_ms: each call sleeps on its tool thread (calls of one turn in parallel),
+// inside tool_timeout_s; a fixed latency over the timeout times the call out.
+TEST_F(EnvFixture, SimulatedToolLatencyRunsOnTheToolThreads) {
+  ThreadPool pool(2);
+  ToolEnvOptions o = ToolEnvOptions::from_json({{"tools", {"adder"}}, {"tool_latency_ms", {150}}});
+  EXPECT_EQ(o.tool_latency_ms, std::vector<double>{150});
+  EXPECT_EQ(ToolEnvOptions::from_json({{"tool_latency_ms", 20}}).tool_latency_ms, std::vector<double>{20});
+  EXPECT_TRUE(contains(what_of([] { ToolEnvOptions::from_json({{"tool_latency_ms", {300, 100}}}); }), "lo <= hi"));
+  const std::string two =
+      "<tool_call>\n{\"name\": \"adder\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"adder\", \"arguments\": {\"a\": 3, \"b\": 4}}\n</tool_call>";
+  TokenIds response = tok().encode(two, true);
+  response.push_back(special("<|im_end|>"));
+  {
+    ToolEnv env(ctx(&pool), o);
+    env.reset(user_sample("add"));
+    const auto t0 = std::chrono::steady_clock::now();
+    StepResult r = env.step(action_of(response));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(secs, 0.149);
+    EXPECT_LT(secs, 0.29) << "the two calls wait side by side";
+    EXPECT_EQ(r.info["tool_errors"], 0);
+    EXPECT_TRUE(contains(tok().decode(r.observation.tokens()), "<tool_response>\n7\n</tool_response>"));
+  }
+  o.tool_timeout_s = 0.05;
+  ToolEnv slow(ctx(&pool), o);
+  slow.reset(user_sample("add"));
+  EXPECT_EQ(slow.step(action_of(response)).info["tool_timeouts"], 2);
+}
+
 }  // namespace agentr1::env

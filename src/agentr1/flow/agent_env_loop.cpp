@@ -2,11 +2,16 @@
 
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/latency.h"
+#include "agentr1/core/rng.h"
 #include "agentr1/env/agent_env.h"
 #include "agentr1/flow/trajectory_builder.h"
 #include "agentr1/text/tokenizer.h"
 
 namespace agentr1::flow {
+namespace {
+constexpr uint64_t kSeedEnvLatency = 0x656e766cULL;  // "envl"
+}  // namespace
 
 Trajectory AgentEnvLoop::run(const Sample& sample, const FlowContext& ctx, const FlowOptions& opts,
                              uint64_t seed) {
@@ -24,6 +29,10 @@ Trajectory AgentEnvLoop::run(const Sample& sample, const FlowContext& ctx, const
   std::unique_ptr<env::AgentEnv> env = with_context(
       "env '" + env_name_ + "'", [&] { return env::make_env(env_name_, ectx, kwargs); });
 
+  // Simulated env latency (rollout.env_latency_ms): its own stream, so it never changes
+  // what the policy samples.
+  const Latency latency = Latency::from_ms(opts.env_latency_ms, "rollout.env_latency_ms");
+  Rng latency_rng(derive_seed(seed, {kSeedEnvLatency}));
   env::Observation obs = env->reset(sample);
   while (true) {
     std::optional<Step> step = b.generate(b.prompt_ids(obs));
@@ -34,6 +43,7 @@ Trajectory AgentEnvLoop::run(const Sample& sample, const FlowContext& ctx, const
     }
     env::Action action{step->response_ids, ctx.tokenizer->decode(step->response_ids)};
     env::StepResult r = env->step(action);
+    latency.sleep(latency_rng);
     step->reward = r.reward;
     step->done = r.done;
     for (const auto& kv : r.info.items()) step->info[kv.key()] = kv.value();

@@ -2,6 +2,8 @@
 // use, tool failures as feedback, budgets, env_kwargs overrides.
 #include "agentr1/flow/agent_env_loop.h"
 
+#include <chrono>
+
 #include "agentr1/core/thread_pool.h"
 #include "agentr1/flow/test_support.h"
 #include "agentr1/flow/trajectory_builder.h"
@@ -372,6 +374,35 @@ TEST_F(LoopTest, EnvSetupIsCheckedBeforeTheFirstRollout) {
   e = error_of(o);
   EXPECT_NE(e.find("sample 2"), std::string::npos) << e;
   EXPECT_NE(e.find("no reward function for data_source 'nope'"), std::string::npos) << e;
+}
+
+
+// rollout.env_latency_ms: the loop sleeps after every env step (a slow environment),
+// which changes nothing in the trajectory.
+TEST_F(LoopTest, EnvLatencyDelaysEachStepAndChangesNothingElse) {
+  const std::string call = call_text("adder", R"({"a": 2, "b": 3})");
+  auto run = [&](std::vector<double> latency) {
+    ScriptedGenerator gen(ScriptedGenerator::queue({turn_ids(call), turn_ids("#### 5")}));
+    FlowContext ctx = make_context(&gen);
+    FlowOptions o = opts();
+    o.env_latency_ms = latency;
+    const auto t0 = std::chrono::steady_clock::now();
+    Trajectory t = AgentEnvLoop("tool").run(make_sample("2+3?", "5"), ctx, o, 1);
+    return std::make_pair(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  const auto [plain, fast] = run({});
+  const auto [slow, secs] = run({60, 80});
+  ASSERT_EQ(slow.steps.size(), 2u);
+  EXPECT_GE(secs, 0.119) << "two env steps of 60-80 ms";
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(slow.steps[i].prompt_ids, plain.steps[i].prompt_ids);
+    EXPECT_EQ(slow.steps[i].response_ids, plain.steps[i].response_ids);
+  }
+  EXPECT_FLOAT_EQ(slow.outcome_reward, 1.0f);
+  FlowOptions bad = opts();
+  bad.env_latency_ms = {1, 2, 3};
+  EXPECT_THROW(bad.validate(), Error);
+  (void)fast;
 }
 
 }  // namespace

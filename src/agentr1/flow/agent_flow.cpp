@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/latency.h"
 #include "agentr1/core/registry.h"
 #include "agentr1/env/agent_env.h"
 #include "agentr1/flow/agent_env_loop.h"
@@ -71,6 +72,7 @@ void FlowOptions::validate() const {
                 "flow option env_kwargs must be an object, got " << env_kwargs.dump().substr(0, 80));
   AGENTR1_CHECK(reward_kwargs.is_object(), "flow option reward_kwargs must be an object, got "
                                                << reward_kwargs.dump().substr(0, 80));
+  Latency::from_ms(env_latency_ms, "flow option env_latency_ms");
 }
 
 json merge_env_kwargs(const json& defaults, const json& sample_kwargs) {

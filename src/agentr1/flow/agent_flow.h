@@ -80,6 +80,9 @@ struct FlowOptions {
   bool enable_thinking = true;     // chat template option (Qwen3: false appends an empty
                                    // think block to the generation prompt)
   float success_threshold = 1.0f;  // outcome_reward >= this counts as success in metrics
+  std::vector<double> env_latency_ms;  // simulated latency of every env step (core/latency.h):
+                                       // [] none, [ms] fixed, [lo, hi] uniform; the driver
+                                       // sleeps after env.step, other trajectories go on
 
   // Names every field once (core/config.h's bind_config; rollout.* keys).
   template <class V>
@@ -99,6 +102,8 @@ struct FlowOptions {
     v.field("reward_kwargs", reward_kwargs, "kwargs for the reward function");
     v.field("enable_thinking", enable_thinking, "chat template enable_thinking");
     v.field("success_threshold", success_threshold, "outcome reward counted as success");
+    v.field("env_latency_ms", env_latency_ms,
+            "simulated env-step latency: [] none, [ms] fixed, [lo, hi] uniform (ms)");
   }
   // Throws Error naming the field, the rule and the value.
   void validate() const;
