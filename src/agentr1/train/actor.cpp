@@ -14,6 +14,7 @@ void ActorOptions::resolve() {
   loss.agg = with_context("actor.loss_agg_mode", [&] { return algo::loss_agg_from_string(loss_agg_mode); });
   kl_loss_type = with_context("actor.kl_loss_type", [&] { return algo::kl_type_from_string(kl_loss_type_name); });
   with_context("actor.policy_loss", [&] { return algo::make_policy_loss(policy_loss); });
+  off_policy.resolve("actor.off_policy.");
   validate();
 }
 
@@ -51,7 +52,16 @@ at::Tensor Actor::micro_batch_loss(const TrainBatch& b, const MicroBatchScale& s
   }
   algo::PolicyLossOptions lo = opts_.loss;
   lo.norm_len = s.norm_len;
-  algo::PolicyLossOut pl = loss_fn_->compute(lp, b.old_logprobs, b.advantages, b.action_mask, lo);
+  at::Tensor adv = b.advantages;
+  at::Tensor mask = b.action_mask;
+  if (opts_.off_policy.enabled()) {  // advantages x w, rejected tokens out of the mask
+    const algo::OffPolicyWeights w =
+        algo::off_policy_weights(b.old_logprobs, b.rollout_logprobs.to(lp.device()), b.action_mask,
+                                 b.step_ids.defined() ? b.step_ids.to(lp.device()) : at::Tensor(), opts_.off_policy);
+    adv = adv * w.weight.to(adv.scalar_type());
+    mask = w.mask;
+  }
+  algo::PolicyLossOut pl = loss_fn_->compute(lp, b.old_logprobs, adv, mask, lo);
   at::Tensor loss = pl.loss;
   for (const auto& kv : pl.metrics) m[kv.first] += kv.second;
   // Entropy aggregated like the loss (verl's agg_loss on the entropy), so the bonus
@@ -75,7 +85,7 @@ Metrics Actor::update(const std::vector<PackedRow>& rows) {
   spec.agg = opts_.loss.agg;
   spec.norm_len = opts_.loss.norm_len;
   spec.units = [](const PackedRow& r) { return static_cast<double>(r.num_action_tokens()); };
-  first_micro_ = opts_.use_rollout_logprobs;
+  first_micro_ = opts_.bypass_scoring();
   rollout_diff_ = -1;
   Metrics m = run_update(rows, opts_.loop.update_loop(device_), spec, *optim_,
                          [this](const TrainBatch& b, const MicroBatchScale& s, Metrics& m) {

@@ -11,7 +11,9 @@
 // aggregated with loss_agg_mode over the micro-batch's action tokens and combined over
 // micro-batches by update.h's weighting rule. Numerics: forward in the model's dtype,
 // log-softmax and losses in fp32. Non-finite losses or gradients skip the step
-// (Optimizer); max_consecutive_skips in a row throws Error.
+// (Optimizer); max_consecutive_skips in a row throws Error. With an off-policy
+// correction (off_policy.method), the policy loss sees advantages x w and the mask after
+// rejection (algo::off_policy_weights from old = pi_old and the rows' behaviour log-probs).
 #pragma once
 
 #include <map>
@@ -22,6 +24,7 @@
 #include <ATen/ATen.h>
 
 #include "agentr1/algo/kl.h"
+#include "agentr1/algo/off_policy.h"
 #include "agentr1/algo/policy_loss.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/train/batch.h"
@@ -46,6 +49,10 @@ struct ActorOptions {
                                     // rounding); skips the scoring pass. The agreement stays
                                     // measured: rollout/logprob_max_diff is taken from the
                                     // first micro-batch's forward, before any optimiser step
+  algo::OffPolicyOptions off_policy;  // correction for stale rollouts (algo/off_policy.h):
+                                    // none | decoupled_ppo | tis. Any method but none scores
+                                    // pi_old with the learner (use_rollout_logprobs is then
+                                    // ignored: pi_old and pi_behav must be two quantities)
   double temperature = 1.0;         // log-probs of logits / temperature, as the sampler drew
                                     // them (set from rollout.temperature by the trainer; not a
                                     // config key of its own, as in verl); > 0
@@ -57,6 +64,9 @@ struct ActorOptions {
   std::string policy_loss = "vanilla";  // algo::make_policy_loss: vanilla (PPO clip) | gspo | reinforce
   std::string loss_agg_mode = "token-mean";
   std::string kl_loss_type_name = "low_var_kl";
+  // True when old log-probs come from the engine (no scoring pass): use_rollout_logprobs
+  // and no off-policy correction.
+  bool bypass_scoring() const { return use_rollout_logprobs && !off_policy.enabled(); }
   // Parses the string options into the typed ones; then validate().
   void resolve();
   void validate() const;
@@ -78,6 +88,8 @@ struct ActorOptions {
     v.field("merge_prefix_steps", merge_prefix_steps, "pack append-only steps into one row");
     v.field("use_rollout_logprobs", use_rollout_logprobs,
             "old log-probs = the engine's behaviour log-probs (skips a scoring pass)");
+    v.section("off_policy", off_policy,
+              "off-policy correction of stale rollouts (rollout.max_staleness > 0): none | decoupled_ppo | tis");
   }
 };
 

@@ -235,12 +235,14 @@ TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t
   out.action_mask = at::zeros({b, t_max - 1}, at::kFloat);
   out.advantages = at::zeros({b, t_max - 1}, at::kFloat);
   out.rollout_logprobs = at::zeros({b, t_max - 1}, at::kFloat);
+  out.step_ids = at::full({b, t_max - 1}, -1, at::kLong);
   auto ids = out.input_ids.accessor<int64_t, 2>();
   auto pos = out.positions.accessor<int64_t, 2>();
   auto seg = out.segment_ids.accessor<int64_t, 2>();
   auto am = out.action_mask.accessor<float, 2>();
   auto adv = out.advantages.accessor<float, 2>();
   auto lp = out.rollout_logprobs.accessor<float, 2>();
+  auto sid = out.step_ids.accessor<int64_t, 2>();
   for (int64_t i = 0; i < b; ++i) {
     const PackedRow& row = rows[idx[i]];
     const int64_t len = static_cast<int64_t>(row.tokens.size());
@@ -253,6 +255,7 @@ TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t
         am[i][c - 1] = 1.0f;
         adv[i][c - 1] = row.advantage[t];
         lp[i][c - 1] = row.rollout_logprob[t];
+        sid[i][c - 1] = row.step_of[t];
         out.num_action_tokens++;
       }
     }
@@ -325,7 +328,7 @@ TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t
 
 void TrainBatch::to(at::Device device) {
   for (at::Tensor* t : {&tree_ids, &tree_positions, &tree_index, &tree_own, &tree_own_mask, &prefix_ids, &input_ids, &positions,
-                        &segment_ids, &targets, &action_mask, &advantages,
+                        &segment_ids, &targets, &action_mask, &advantages, &step_ids,
                         &rollout_logprobs, &old_logprobs, &ref_logprobs, &values, &returns, &value_mask})
     if (t->defined()) *t = t->to(device, /*non_blocking=*/false);
 }

@@ -123,6 +123,8 @@ struct TrainBatch {
   at::Tensor action_mask;      // [B,T-1] fp32, 1 where targets is a response token
   at::Tensor advantages;       // [B,T-1] fp32
   at::Tensor rollout_logprobs; // [B,T-1] fp32, behaviour log-probs from the engine
+  at::Tensor step_ids;         // [B,T-1] int64, PackedRow::step_of of the target token (the
+                               // step that sampled it; -1 off actions): a row's sequences
   at::Tensor old_logprobs;     // [B,T-1] fp32 from PackedRow::old_logprob (undefined if empty)
   at::Tensor ref_logprobs;     // [B,T-1] fp32 from PackedRow::ref_logprob (undefined if empty)
   at::Tensor values;           // [B,T-1] fp32 from PackedRow::value (undefined if empty)

@@ -34,7 +34,7 @@ Learner::~Learner() = default;
 Metrics Learner::score(std::vector<PackedRow>& rows) {
   Metrics m;
   auto t0 = std::chrono::steady_clock::now();
-  const bool bypass = actor_.options().use_rollout_logprobs;
+  const bool bypass = actor_.options().bypass_scoring();
   if (bypass)  // the rollout's weights are the ones the update starts from
     for (auto& r : rows) r.old_logprob = r.rollout_logprob;
   else
@@ -60,6 +60,33 @@ Metrics Learner::score(std::vector<PackedRow>& rows) {
         n++;
       }
   if (!bypass) m["rollout/logprob_max_diff"] = diff;  // else the actor's update reports it
+  if (actor_.options().off_policy.enabled()) {
+    // The batch's importance-weight statistics, once: the weights depend on pi_old and
+    // pi_behav only, so every epoch's micro-batches use these same values.
+    const auto t1 = std::chrono::steady_clock::now();
+    std::vector<double> old_lp, behav_lp;
+    std::vector<int64_t> seq;
+    int64_t seq_base = 0;
+    for (const auto& r : rows) {
+      int64_t top = -1;
+      for (size_t i = 0; i < r.tokens.size(); ++i)
+        if (r.action[i]) {
+          old_lp.push_back(r.old_logprob[i]);
+          behav_lp.push_back(r.rollout_logprob[i]);
+          seq.push_back(seq_base + r.step_of[i]);  // unique per (row, step)
+          top = std::max<int64_t>(top, r.step_of[i]);
+        }
+      seq_base += top + 1;
+    }
+    const int64_t n_tok = static_cast<int64_t>(old_lp.size());
+    const at::Tensor old_t = at::tensor(old_lp, at::kDouble).reshape({1, n_tok});
+    const at::Tensor behav_t = at::tensor(behav_lp, at::kDouble).reshape({1, n_tok});
+    const at::Tensor seq_t = at::tensor(seq, at::kLong).reshape({1, n_tok});
+    const algo::OffPolicyWeights w =
+        algo::off_policy_weights(old_t, behav_t, at::ones({1, n_tok}, at::kDouble), seq_t, actor_.options().off_policy);
+    for (const auto& kv : w.metrics) m[kv.first] = kv.second;
+    m["timing/off_policy"] = seconds_since(t1);
+  }
   m["batch/rows"] = static_cast<double>(rows.size());
   // Tokens the learner forwards per trajectory (rows x length, before any shared prefix):
   // the compute a context policy costs the learner.

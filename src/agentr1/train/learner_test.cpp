@@ -346,5 +346,74 @@ TEST(RolloutLogprobBypassTest, OldAreTheBehaviourLogprobsAndTheUpdateMeasuresThe
   EXPECT_GT(planted, 0.04);
 }
 
+
+// Off-policy correction (actor.off_policy): with behaviour log-probs from another
+// ("stale") model, score() scores pi_old itself, and its importance-weight statistics and
+// the policy loss equal a direct computation from the stored log-probs: at the update's
+// first micro-batch pi_theta = pi_old, so every ratio is 1 and the token-mean loss is
+// -mean(A x min(pi_old / pi_behav, cap)).
+TEST(OffPolicyLearnerTest, WeightsAndLossFromTheStoredBehaviourLogprobs) {
+  model::Transformer policy = spicy_model(tiny_config(model::Arch::kLlama), 41);
+  model::Transformer stale = spicy_model(tiny_config(model::Arch::kLlama), 42);
+  auto rows = make_rows(policy, 3);
+  std::vector<double> w_direct, adv_direct;
+  const double cap = 1.5;
+  {
+    torch::NoGradGuard ng;
+    for (PackedRow& r : rows) {
+      const int64_t n = static_cast<int64_t>(r.tokens.size());
+      at::Tensor ids = at::empty({1, n}, at::kLong);
+      for (int64_t t = 0; t < n; ++t) ids[0][t] = r.tokens[static_cast<size_t>(t)];
+      const at::Tensor behav = at::log_softmax(stale->forward(ids)[0], -1);
+      const at::Tensor old = at::log_softmax(policy->forward(ids)[0], -1);
+      r.rollout_logprob.assign(r.tokens.size(), 0.0f);
+      for (int64_t t = 1; t < n; ++t) {
+        if (!r.action[static_cast<size_t>(t)]) continue;
+        const TokenId tok = r.tokens[static_cast<size_t>(t)];
+        r.rollout_logprob[static_cast<size_t>(t)] = behav[t - 1][tok].item<float>();
+        w_direct.push_back(std::exp(old[t - 1][tok].item<double>() - behav[t - 1][tok].item<double>()));
+        adv_direct.push_back(r.advantage[static_cast<size_t>(t)]);
+      }
+      r.old_logprob.clear();
+    }
+  }
+  ASSERT_GT(w_direct.size(), 20u);
+  double mean = 0, mx = 0, capped = 0, loss = 0;
+  for (size_t i = 0; i < w_direct.size(); ++i) {
+    mean += w_direct[i] / static_cast<double>(w_direct.size());
+    mx = std::max(mx, w_direct[i]);
+    capped += w_direct[i] > cap ? 1.0 / static_cast<double>(w_direct.size()) : 0.0;
+    loss -= adv_direct[i] * std::min(w_direct[i], cap) / static_cast<double>(w_direct.size());
+  }
+  ASSERT_GT(capped, 0.0) << "the two models should disagree enough for the cap to act";
+  ASSERT_LT(capped, 1.0);
+  ActorOptions ao;
+  ao.off_policy.method = "tis";
+  ao.off_policy.cap = cap;
+  ao.loop.micro_batch_size = 64;  // one micro-batch: its loss is the whole batch's
+  ASSERT_TRUE(ao.use_rollout_logprobs);  // the default, ignored under a correction
+  Learner learner(policy, nullptr, nullptr, ao, at::Device(at::kCPU));
+  Metrics m = learner.score(rows);
+  for (const auto& r : rows) EXPECT_NE(r.old_logprob, r.rollout_logprob) << "pi_old is scored, not copied";
+  EXPECT_NEAR(m.at("off_policy/is_weight_mean"), mean, 1e-4 * mean);
+  EXPECT_NEAR(m.at("off_policy/is_weight_max"), mx, 1e-4 * mx);
+  EXPECT_NEAR(m.at("off_policy/capped_frac"), capped, 1e-12);
+  std::vector<int64_t> idx(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) idx[i] = static_cast<int64_t>(i);
+  const TrainBatch b = collate(rows, idx);
+  Metrics lm;
+  const at::Tensor l = learner.actor().micro_batch_loss(b, MicroBatchScale{}, lm);
+  EXPECT_NEAR(l.item<double>(), loss, 1e-5);
+  // Decoupled PPO drops the tokens over the cap instead of truncating them.
+  ActorOptions dp = ao;
+  dp.off_policy.method = "decoupled_ppo";
+  Learner dl(policy, nullptr, nullptr, dp, at::Device(at::kCPU));
+  double dloss = 0;
+  for (size_t i = 0; i < w_direct.size(); ++i)
+    dloss -= adv_direct[i] * (w_direct[i] > cap ? 0.0 : w_direct[i]) / static_cast<double>(w_direct.size());
+  Metrics dm;
+  EXPECT_NEAR(dl.actor().micro_batch_loss(b, MicroBatchScale{}, dm).item<double>(), dloss, 1e-5);
+}
+
 }  // namespace
 }  // namespace agentr1::train
