@@ -14,6 +14,15 @@ uint64_t trajectory_seed(uint64_t seed, uint64_t sample_index, uint64_t repeat) 
   return derive_seed(seed, {kSeedTrajectory, sample_index, repeat});
 }
 
+Trajectory run_trajectory(const Sample& sample, uint64_t sample_index, int repeat, const FlowContext& ctx,
+                          const FlowOptions& opts, uint64_t seed) {
+  std::unique_ptr<AgentFlow> flow = make_flow_for(sample, opts);
+  Trajectory t = flow->run(sample, ctx, opts, trajectory_seed(seed, sample_index, static_cast<uint64_t>(repeat)));
+  t.group = std::to_string(seed) + ":" + std::to_string(sample_index);
+  t.uid = t.group + ":" + std::to_string(repeat);
+  return t;
+}
+
 std::vector<Trajectory> run_group_rollouts(const std::vector<Sample>& samples, int n,
                                            const FlowContext& ctx, const FlowOptions& opts,
                                            uint64_t seed, ThreadPool& drivers) {
@@ -30,13 +39,7 @@ std::vector<Trajectory> run_group_rollouts(const std::vector<Sample>& samples, i
   for (size_t i = 0; i < samples.size(); ++i) {
     for (int r = 0; r < n; ++r) {
       futures.push_back(drivers.submit([&samples, &ctx, &opts, seed, i, r]() -> Trajectory {
-        const Sample& sample = samples[i];
-        std::unique_ptr<AgentFlow> flow = make_flow_for(sample, opts);
-        Trajectory t = flow->run(sample, ctx, opts,
-                                 trajectory_seed(seed, i, static_cast<uint64_t>(r)));
-        t.group = std::to_string(seed) + ":" + std::to_string(i);
-        t.uid = t.group + ":" + std::to_string(r);
-        return t;
+        return run_trajectory(samples[i], i, r, ctx, opts, seed);
       }));
     }
   }

@@ -27,6 +27,13 @@ namespace agentr1::flow {
 // The seed of repeat `repeat` of sample `sample_index` in a call with `seed`.
 uint64_t trajectory_seed(uint64_t seed, uint64_t sample_index, uint64_t repeat);
 
+// One trajectory of such a call: repeat `repeat` of `sample`, the sample_index-th of the
+// call with `seed`, with group and uid set as above. What run_group_rollouts runs per
+// trajectory (an asynchronous producer runs it per trajectory too, and gets the same
+// trajectories). Throws what the flow throws.
+Trajectory run_trajectory(const Sample& sample, uint64_t sample_index, int repeat, const FlowContext& ctx,
+                          const FlowOptions& opts, uint64_t seed);
+
 // Runs make_flow_for(samples[i], opts)->run(...) for every sample i and repeat r < n on
 // `drivers` and waits for all. Returns samples.size() * n trajectories, sample-major
 // (index i * n + r), with group and uid set. Throws Error if n < 1, ctx or opts are

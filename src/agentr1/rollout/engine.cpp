@@ -99,7 +99,7 @@ Engine::Engine(model::Transformer model, EngineOptions options)
   // (at::set_num_threads), not the library default of one per core.
   // The worker computes with its creator's thread count (at::get_num_threads()): on
   // the CPU through a SpinPool, with one OpenMP thread of its own (see engine.h).
-  const int threads = at::get_num_threads();
+  const int threads = options_.threads > 0 ? options_.threads : at::get_num_threads();
   if (threads > 1 && device_.is_cpu()) spin_ = std::make_unique<model::SpinPool>(threads);
   worker_ = std::thread([this, threads] {
     at::set_num_threads(spin_ ? 1 : threads);
@@ -179,6 +179,31 @@ void Engine::with_model(const std::function<void(model::Transformer&)>& fn) {
   resume();
 }
 
+void Engine::with_model_drained(const std::function<void(model::Transformer&)>& fn) {
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    ++hold_count_;
+    cv_work_.notify_all();
+    cv_idle_.wait(lk, [this] { return !busy_ && running_count_ == 0; });
+    ++pause_count_;
+  }
+  auto release = [this] {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      --pause_count_;
+      --hold_count_;
+    }
+    cv_work_.notify_all();
+  };
+  try {
+    fn(model_);
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+}
+
 void Engine::set_policy_version(int64_t version) {
   std::lock_guard<std::mutex> lk(mu_);
   policy_version_ = version;
@@ -216,13 +241,15 @@ void Engine::worker_loop() {
     {
       std::unique_lock<std::mutex> lk(mu_);
       busy_ = false;
+      running_count_ = running_.size();
       cv_idle_.notify_all();
       cv_work_.wait(lk, [this] {
-        return stop_ || (pause_count_ == 0 &&
-                         (!incoming_.empty() || !waiting_.empty() || !running_.empty()));
+        return stop_ || (pause_count_ == 0 && (!running_.empty() || (hold_count_ == 0 &&
+                                                                     (!incoming_.empty() || !waiting_.empty()))));
       });
       if (stop_) break;
       busy_ = true;
+      hold_ = hold_count_ > 0;
       while (!incoming_.empty()) {
         waiting_.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
@@ -275,7 +302,7 @@ void Engine::iterate() {
     budget -= n;
   }
   // Then new requests, FIFO, while there is budget and room in the batch.
-  while (budget > 0 && !waiting_.empty() &&
+  while (!hold_ && budget > 0 && !waiting_.empty() &&
          static_cast<int>(running_.size()) < options_.max_batch) {
     Sequence& s = *waiting_.front();
     if (!admit(s, planned)) break;

@@ -74,6 +74,9 @@ struct EngineOptions {
   int prefill_chunk = 512;   // max prompt tokens computed per iteration (chunked prefill:
                              // bounds how long running sequences wait for a long prompt), >= 1
   std::optional<at::ScalarType> kv_dtype;  // KV-cache dtype; unset = the model's weights' dtype
+  int threads = 0;           // compute threads of the worker; 0 = its creator's
+                             // at::get_num_threads() (an asynchronous rollout engine may get
+                             // fewer, leaving cores to the learner)
   // ids -> text, for stop strings. Called from the worker thread on the last
   // (longest stop string in bytes + 1) generated ids of a request after each token, so
   // it must decode token by token to at least one byte each (a byte-level BPE decode
@@ -134,6 +137,13 @@ class Engine : public Generator {
   // clear_prefix_cache() afterwards if the weights changed.
   void with_model(const std::function<void(model::Transformer&)>& fn);
 
+  // Weight updates that no response straddles: stops admitting new requests (submit()
+  // keeps queueing), waits until every admitted request has finished, then runs
+  // fn(model) with the worker paused, and admits again. So every response is sampled
+  // by one set of weights, whose version set_policy_version (called inside fn) stamps.
+  // Requests still queued meanwhile are admitted after fn, with the new weights.
+  void with_model_drained(const std::function<void(model::Transformer&)>& fn);
+
   // Stamped on results of requests admitted from now on (GenResult::policy_version).
   void set_policy_version(int64_t version);
   int64_t policy_version() const;
@@ -175,6 +185,7 @@ class Engine : public Generator {
   BlockPool pool_;  // worker-owned
 
   // Worker-owned scheduling state.
+  bool hold_ = false;            // hold_count_ > 0 at this iteration's start: admit nothing
   std::deque<SeqPtr> waiting_;
   std::vector<SeqPtr> running_;  // admitted: prefilling or decoding, admission order
 
@@ -184,6 +195,8 @@ class Engine : public Generator {
   std::deque<SeqPtr> incoming_;
   bool stop_ = false;
   int pause_count_ = 0;
+  int hold_count_ = 0;         // > 0: admit nothing (with_model_drained)
+  size_t running_count_ = 0;   // running_.size() as of the worker's last loop top
   bool busy_ = false;
   bool clear_requested_ = false;
   int64_t policy_version_ = 0;

@@ -377,5 +377,34 @@ TEST(Engine, PauseVersionAndShutdown) {
   EXPECT_THROW(pending.get(), Error);
 }
 
+
+// with_model_drained: no response straddles the swap. Requests admitted before it finish
+// with the old version before fn runs; everything after is admitted under the new one.
+TEST(Engine, WithModelDrainedSwapsOnlyBetweenResponses) {
+  std::mt19937_64 g(9);
+  Engine engine(tiny_model(), options(8));
+  std::vector<std::future<GenResult>> fs;
+  for (int i = 0; i < 6; ++i) fs.push_back(engine.submit(request(random_prompt(g, 5 + i), 0.0f, 30, i)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let some be admitted
+  int64_t finished_inside = -1, failed_inside = -1;
+  engine.with_model_drained([&](model::Transformer&) {
+    const EngineStats s = engine.stats();
+    finished_inside = s.requests_finished;
+    failed_inside = s.requests_failed;
+    engine.set_policy_version(1);
+  });
+  fs.push_back(engine.submit(request(random_prompt(g, 7), 0.0f, 10, 99)));
+  int64_t v0 = 0;
+  for (auto& f : fs) {
+    const GenResult r = f.get();
+    EXPECT_TRUE(r.policy_version == 0 || r.policy_version == 1) << r.policy_version;
+    v0 += r.policy_version == 0;
+  }
+  EXPECT_EQ(failed_inside, 0);
+  EXPECT_EQ(v0, finished_inside) << "every version-0 response had finished before the swap";
+  EXPECT_GE(finished_inside, 1) << "requests admitted before the hold ran to the end";
+  EXPECT_EQ(engine.stats().requests_finished, 7);
+}
+
 }  // namespace
 }  // namespace agentr1::rollout

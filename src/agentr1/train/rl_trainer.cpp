@@ -16,6 +16,7 @@
 #include "agentr1/tasks/task_family.h"
 #include "agentr1/text/chat_template.h"
 #include "agentr1/text/tokenizer.h"
+#include "agentr1/train/async_rollout_source.h"
 #include "agentr1/train/batch.h"
 #include "agentr1/train/device.h"
 
@@ -89,7 +90,11 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   eo.detokenize = [tok](const TokenIds& ids) { return tok->decode(ids); };
   engine_ = std::make_unique<rollout::Engine>(policy_, eo);  // shares the policy module
   tool_pool_ = std::make_unique<ThreadPool>(c.trainer.tool_threads);
-  drivers_ = std::make_unique<ThreadPool>(std::max(8, std::min(256, c.data.train_batch_size * c.rollout.n)));
+  // Drivers mostly wait on the engine or on tools; an asynchronous source keeps up to
+  // max_staleness + 1 steps of trajectories in flight, beside a validation.
+  const int per_step = c.data.train_batch_size * c.rollout.n;
+  const int in_flight = c.rollout.asynchronous() ? per_step * (c.rollout.max_staleness + 1) + 64 : per_step;
+  drivers_ = std::make_unique<ThreadPool>(std::max(8, std::min(c.rollout.asynchronous() ? 1024 : 256, in_flight)));
   ctx_.generator = engine_.get();
   ctx_.tokenizer = tokenizer_.get();
   ctx_.chat_template = chat_.get();
@@ -116,8 +121,25 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   // The phases.
   prompts_ = std::make_unique<PromptSource>(std::move(data.train), c.data.train_batch_size,
                                             static_cast<uint64_t>(c.data.seed));
-  rollout_ = std::make_unique<SyncRolloutSource>(*engine_, ctx_, c.rollout.flow, c.rollout.n,
-                                                 static_cast<uint64_t>(c.trainer.seed), *drivers_);
+  if (c.rollout.asynchronous()) {
+    // Its own engine over a copy of the weights; engine_ (sharing the policy) stays for
+    // validation.
+    rollout::EngineOptions aeo = eo;
+    aeo.threads = c.rollout.engine_threads;
+    AsyncRolloutOptions ao;
+    ao.max_staleness = c.rollout.max_staleness;
+    ao.partial_rollout = c.rollout.partial_rollout;
+    ao.prefer_fresh = c.rollout.prefer_fresh;
+    rollout_ = std::make_unique<AsyncRolloutSource>(policy_, aeo, ctx_, c.rollout.flow, c.rollout.n,
+                                                    c.data.train_batch_size, static_cast<uint64_t>(c.trainer.seed),
+                                                    *prompts_, *drivers_, ao);
+    AGENTR1_LOG(INFO) << "asynchronous rollout: max_staleness " << ao.max_staleness << ", partial rollouts "
+                      << (ao.partial_rollout ? "allowed" : "forbidden") << ", off-policy correction "
+                      << c.actor.off_policy.method;
+  } else {
+    rollout_ = std::make_unique<SyncRolloutSource>(*engine_, ctx_, c.rollout.flow, c.rollout.n,
+                                                   static_cast<uint64_t>(c.trainer.seed), *prompts_, *drivers_);
+  }
   advantages_ = std::make_unique<AdvantagePhase>(c.algorithm);
   std::unique_ptr<Critic> critic;
   if (advantages_->needs_values()) {
@@ -271,8 +293,7 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     const auto t_step = Clock::now();
     Metrics m;
     // 1. Prompts and rollouts.
-    const std::vector<Sample> prompts = prompts_->batch(step);
-    RolloutBatch batch = rollout_->collect(prompts, step);
+    RolloutBatch batch = rollout_->collect(step);
     const std::vector<Trajectory>& trajs = batch.trajectories;
     merge_into(m, batch.metrics);
     // 2. Pack, then score: old (and reference) log-probs, critic values.

@@ -6,8 +6,10 @@
 //   RunSummary s = trainer.run(/*resume=*/false);
 //
 // One step (RLTrainer::run reads like this):
-//   prompts  = prompts_.batch(step)                       PromptSource (task family or JSONL)
-//   batch    = rollout_->collect(prompts, step)           RolloutSource (sync: in-process engine)
+//   batch    = rollout_->collect(step)                    RolloutSource over the PromptSource: sync
+//                                                         (the engine shares the policy) or async
+//                                                         (rollout.max_staleness > 0: its own engine
+//                                                         and weights copy, generating meanwhile)
 //   rows     = pack_trajectory_tokens(trajectories)       batch.h (append-only steps merged)
 //   learner_.score(rows)                                  old / ref log-probs, critic values
 //   adv      = advantages_.compute(trajectories, rows)    estimator + KL in the reward

@@ -6,22 +6,33 @@
 #include "agentr1/core/rng.h"
 #include "agentr1/flow/group_rollout.h"
 #include "agentr1/rollout/engine.h"
+#include "agentr1/train/prompt_source.h"
 
 namespace agentr1::train {
 
+uint64_t step_rollout_seed(uint64_t run_seed, int64_t step) {
+  return derive_seed(run_seed, {static_cast<uint64_t>(step)});
+}
+
 SyncRolloutSource::SyncRolloutSource(rollout::Engine& engine, flow::FlowContext ctx, flow::FlowOptions opts, int n,
-                                     uint64_t seed, ThreadPool& drivers)
-    : engine_(engine), ctx_(std::move(ctx)), opts_(std::move(opts)), n_(n), seed_(seed), drivers_(drivers) {
+                                     uint64_t seed, const PromptSource& prompts, ThreadPool& drivers)
+    : engine_(engine),
+      ctx_(std::move(ctx)),
+      opts_(std::move(opts)),
+      n_(n),
+      seed_(seed),
+      prompts_(prompts),
+      drivers_(drivers) {
   AGENTR1_CHECK(n_ >= 1, "rollout.n must be >= 1, got " << n_);
   AGENTR1_CHECK(ctx_.generator == &engine_, "SyncRolloutSource: ctx.generator must be the engine");
 }
 
-RolloutBatch SyncRolloutSource::collect(const std::vector<Sample>& prompts, int64_t step) {
+RolloutBatch SyncRolloutSource::collect(int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
   engine_.reset_stats();
   RolloutBatch b;
-  b.trajectories = flow::run_group_rollouts(prompts, n_, ctx_, opts_, derive_seed(seed_, {static_cast<uint64_t>(step)}),
-                                            drivers_);
+  b.trajectories =
+      flow::run_group_rollouts(prompts_.batch(step), n_, ctx_, opts_, step_rollout_seed(seed_, step), drivers_);
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto es = engine_.stats();
   b.metrics["timing/gen"] = dt;

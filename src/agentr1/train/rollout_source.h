@@ -1,17 +1,17 @@
 // agentr1/train/rollout_source.h — where the trainer's trajectories come from.
 //
-//   SyncRolloutSource rollouts(engine, ctx, cfg.rollout.flow, cfg.rollout.n, seed, drivers);
-//   RolloutBatch b = rollouts.collect(prompts, step);   // n trajectories per prompt
+//   SyncRolloutSource rollouts(engine, ctx, cfg.rollout.flow, cfg.rollout.n, seed, prompts, drivers);
+//   RolloutBatch b = rollouts.collect(step);             // n trajectories per prompt of the step
 //   rollouts.with_weights_exclusive([&] { learner.update(rows, true); });
 //   rollouts.push_weights(step);                         // later rollouts: policy_version = step
 //
-// The interface is what the trainer's loop needs from any rollout source; the
-// synchronous one below generates a step's trajectories on demand with the in-process
-// engine, which shares the policy module with the learner (no copy). An asynchronous
-// sibling keeps generating for the next steps while the learner updates: it gets the
-// new weights in push_weights (a copy into its own engine, by version) and hands out
-// trajectories no staler than allowed in collect; with_weights_exclusive then need
-// not block at all.
+// Two sources implement the interface the trainer's loop needs:
+//   SyncRolloutSource   generates a step's trajectories on demand with the in-process
+//                       engine, which shares the policy module with the learner (no copy):
+//                       every trajectory of step s comes from version s - 1.
+//   AsyncRolloutSource  (async_rollout_source.h) keeps generating the next steps'
+//                       trajectories with its own engine and a copy of the weights while
+//                       the learner updates, within rollout.max_staleness versions.
 #pragma once
 
 #include <cstdint>
@@ -30,18 +30,23 @@ class Engine;
 
 namespace agentr1::train {
 
+class PromptSource;
+
 struct RolloutBatch {
   std::vector<Trajectory> trajectories;  // n per prompt, prompt-major (GRPO groups adjacent)
-  std::map<std::string, double> metrics; // timing/gen, rollout/*, perf/gen_tokens_per_s
+  std::map<std::string, double> metrics; // timing/gen, rollout/*, perf/gen_tokens_per_s,
+                                         // async/* (the asynchronous source)
 };
 
 class RolloutSource {
  public:
   virtual ~RolloutSource() = default;
-  // The trajectories of RL step `step` for `prompts`. Sampling seeds are derived from
-  // the run seed and the step (and each trajectory's index), so the same step gives the
-  // same trajectories whenever it runs.
-  virtual RolloutBatch collect(const std::vector<Sample>& prompts, int64_t step) = 0;
+  // The trajectories of RL step `step` (train_batch_size groups of n). Sampling seeds
+  // are derived from the run seed, the step whose prompts a group answers and each
+  // trajectory's index, so a prompt batch gives the same trajectories whenever it runs
+  // with the same weights. Throws Error (with the sample and repeat) when a trajectory
+  // fails.
+  virtual RolloutBatch collect(int64_t step) = 0;
   // Runs fn while no rollout reads the policy's weights (fn changes them).
   virtual void with_weights_exclusive(const std::function<void()>& fn) = 0;
   // The policy's weights changed: rollouts from now on are stamped `version`.
@@ -50,11 +55,11 @@ class RolloutSource {
 
 class SyncRolloutSource : public RolloutSource {
  public:
-  // engine: generates for ctx (ctx.generator must be &engine); drivers: the pool that
-  // runs the agent loops. Neither is owned.
+  // engine: generates for ctx (ctx.generator must be &engine); prompts: each step's
+  // prompts; drivers: the pool that runs the agent loops. None is owned.
   SyncRolloutSource(rollout::Engine& engine, flow::FlowContext ctx, flow::FlowOptions opts, int n, uint64_t seed,
-                    ThreadPool& drivers);
-  RolloutBatch collect(const std::vector<Sample>& prompts, int64_t step) override;
+                    const PromptSource& prompts, ThreadPool& drivers);
+  RolloutBatch collect(int64_t step) override;
   // The engine is paused for fn (it shares the module being updated).
   void with_weights_exclusive(const std::function<void()>& fn) override;
   // Clears the engine's prefix cache (keys/values of the old weights) and sets the version.
@@ -66,7 +71,11 @@ class SyncRolloutSource : public RolloutSource {
   flow::FlowOptions opts_;
   int n_;
   uint64_t seed_;
+  const PromptSource& prompts_;
   ThreadPool& drivers_;
 };
+
+// The seed of step `step`'s prompt batch (both sources; run_group_rollouts' seed).
+uint64_t step_rollout_seed(uint64_t run_seed, int64_t step);
 
 }  // namespace agentr1::train

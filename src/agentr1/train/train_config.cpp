@@ -37,6 +37,10 @@ void RolloutConfig::validate() const {
                     << per_seq << " blocks of " << kv_block_size << "), got " << kv_blocks);
   AGENTR1_CHECK(val_k >= 0, "rollout.val_k must be >= 0, got " << val_k);
   AGENTR1_CHECK(val_temperature > 0, "rollout.val_temperature must be > 0, got " << val_temperature);
+  AGENTR1_CHECK(max_staleness >= 0 && max_staleness <= 1000,
+                "rollout.max_staleness must be in 0..1000 (0 = synchronous), got " << max_staleness);
+  AGENTR1_CHECK(engine_threads >= 0 && engine_threads <= 1024,
+                "rollout.engine_threads must be in 0..1024 (0 = trainer.threads), got " << engine_threads);
   flow.validate();
 }
 

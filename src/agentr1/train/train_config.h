@@ -70,6 +70,17 @@ struct RolloutConfig {
                                   // sequences (twice that with prefix_cache)
   int val_k = 4;                  // validation mean@k: samples per held-out prompt
   double val_temperature = 1.0;   // temperature of the mean@k samples
+  int max_staleness = 0;          // 0 = synchronous rollout (bit for bit as before); k > 0 =
+                                  // asynchronous (async_rollout_source.h): trajectories are
+                                  // generated while the learner updates, from weights at most
+                                  // k versions older than the learner's
+  bool async = false;             // the asynchronous source even at max_staleness 0 (the same
+                                  // trajectories as synchronous, through the async machinery)
+  bool partial_rollout = true;    // async: trajectories may cross a weight swap (each step keeps
+                                  // its own version); false = one version per trajectory
+  bool prefer_fresh = false;      // async: take the freshest eligible groups first (the older
+                                  // ones may then be dropped); default oldest first
+  int engine_threads = 0;         // async: compute threads of the rollout engine; 0 = trainer.threads
   flow::FlowOptions flow;         // budgets, sampling, agent, env kwargs
   // Defaults sized for the built-in task: short turns, no thinking block generated.
   RolloutConfig() {
@@ -87,9 +98,16 @@ struct RolloutConfig {
     v.field("kv_blocks", kv_blocks, "engine: KV-cache blocks; 0 = enough for max_batch full-context sequences");
     v.field("val_k", val_k, "validation mean@k: samples per held-out prompt (0 = skip)");
     v.field("val_temperature", val_temperature, "temperature of the mean@k samples");
+    v.field("max_staleness", max_staleness,
+            "0 = synchronous; k > 0 = asynchronous rollout, trajectories at most k versions behind the learner");
+    v.field("async", async, "use the asynchronous rollout source even at max_staleness 0");
+    v.field("partial_rollout", partial_rollout, "async: trajectories may span weight updates (per-step versions)");
+    v.field("prefer_fresh", prefer_fresh, "async: consume the freshest groups first (older ones may be dropped)");
+    v.field("engine_threads", engine_threads, "async: rollout engine compute threads (0 = trainer.threads)");
     flow.visit(v);
   }
   void validate() const;
+  bool asynchronous() const { return async || max_staleness > 0; }
 };
 
 struct AlgorithmOptions {
