@@ -7,12 +7,15 @@ Runs `agentr1 train` (the built-in model and recipe; built first if missing) for
 number of RL steps in these configurations, one after the other in one invocation:
 
     with tool latency (rollout.env_kwargs.tool_latency_ms=[100,300]):
-        sync | async max_staleness=1 | async max_staleness=2
+        sync | async max_staleness 1 and 2, each with no correction and with tis |
+        async max_staleness 1 with the rollout engine at normal priority (engine_nice=0;
+        the default 10 lets the learner keep the cores)
     without latency:
         sync | async max_staleness=1
 
-Async runs use the truncated-IS correction (actor.off_policy.method=tis, token level, cap 2)
-and partial rollouts. Every run validates at the start and the end only (test_freq=0), so
+Async runs use partial rollouts, with the truncated-IS correction (actor.off_policy.method=tis,
+token level, cap 2; it adds the learner's scoring pass for pi_old) or none (PPO against the
+behaviour log-probs, which need no scoring pass). Every run validates at the start and the end only (test_freq=0), so
 no mid-run validation hides rollout work. It prints steps per hour (from the steps' own
 timing/step, i.e. the RL loop without the validations), the ratio to the synchronous run
 of the same latency, the final greedy success on the 128 held-out problems with its
@@ -108,7 +111,7 @@ def main():
     lo, hi = args.latency.split(",")
     lat = ["+rollout.env_kwargs.tool_latency_ms=[%s,%s]" % (lo, hi), "trainer.tool_threads=64"]
     common = ["trainer.test_freq=0", "trainer.total_steps=%d" % args.steps] + extra
-    async_opts = ["actor.off_policy.method=tis", "rollout.partial_rollout=true"]
+    async_opts = ["rollout.partial_rollout=true"]
 
     # 1. Validation: the async machinery at staleness 0 is the synchronous trainer.
     small = ["trainer.total_steps=2", "trainer.test_freq=0", "data.val_size=8", "trainer.dump_trajectories=-1",
@@ -123,16 +126,22 @@ def main():
     print("  identical trajectories in both steps", flush=True)
 
     # 2. The runs.
+    tis = ["actor.off_policy.method=tis"]
+    none = ["actor.off_policy.method=none"]  # PPO against the behaviour log-probs: no scoring pass
     configs = [
         ("latency", "sync", 0, lat),
-        ("latency", "async k=1", 1, lat + async_opts + ["rollout.max_staleness=1"]),
-        ("latency", "async k=2", 2, lat + async_opts + ["rollout.max_staleness=2"]),
+        ("latency", "async k=1 none", 1, lat + async_opts + none + ["rollout.max_staleness=1"]),
+        ("latency", "async k=1 tis", 1, lat + async_opts + tis + ["rollout.max_staleness=1"]),
+        ("latency", "async k=2 none", 2, lat + async_opts + none + ["rollout.max_staleness=2"]),
+        ("latency", "async k=2 tis", 2, lat + async_opts + tis + ["rollout.max_staleness=2"]),
+        ("latency", "async k=1 none, engine at nice 0", 1,
+         lat + async_opts + none + ["rollout.max_staleness=1", "rollout.engine_nice=0"]),
         ("none", "sync", 0, []),
-        ("none", "async k=1", 1, async_opts + ["rollout.max_staleness=1"]),
+        ("none", "async k=1 none", 1, async_opts + none + ["rollout.max_staleness=1"]),
     ]
     results = []
     for tag, name, k, ov in configs:
-        run = os.path.join(args.out, (tag + "_" + name).replace(" ", "_").replace("=", ""))
+        run = os.path.join(args.out, (tag + "_" + name).replace(",", "").replace(" ", "_").replace("=", ""))
         print("running %-8s latency=%-7s ..." % (name, tag), end="", flush=True)
         wall = run_train(args.agentr1, run, common + ov, run + ".log")
         if k > 0:

@@ -1,5 +1,9 @@
 #include "agentr1/model/spin_pool.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
 
 #include <ATen/Parallel.h>
@@ -19,10 +23,21 @@ inline void cpu_relax() {
 
 }  // namespace
 
-SpinPool::SpinPool(int threads, int64_t idle_us) : idle_us_(idle_us) {
+bool set_thread_nice(int nice) {
+  if (nice == 0) return true;
+#if defined(__linux__)
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  return setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice) == 0;
+#else
+  return false;
+#endif
+}
+
+SpinPool::SpinPool(int threads, int64_t idle_us, int nice) : idle_us_(idle_us) {
   AGENTR1_CHECK(threads >= 1, "SpinPool: threads must be >= 1, got " << threads);
   for (int i = 1; i < threads; ++i)
-    helpers_.emplace_back([this, i] {
+    helpers_.emplace_back([this, i, nice] {
+      set_thread_nice(nice);
       at::set_num_threads(1);   // its BLAS calls stay on this thread
       at::NoGradGuard no_grad;  // inference only (grad mode is per thread)
       helper_loop(i);

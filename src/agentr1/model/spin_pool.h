@@ -27,10 +27,16 @@
 
 namespace agentr1::model {
 
+// Lowers the calling thread's scheduling priority to `nice` (Linux: per thread; 1..19,
+// higher = yields more readily to other threads of the machine). 0 does nothing. Returns
+// false (and changes nothing) where the system refuses; never throws.
+bool set_thread_nice(int nice);
+
 class SpinPool {
  public:
   // threads >= 1 (1 = no helpers: parallel_for runs inline).
-  explicit SpinPool(int threads, int64_t idle_us = 2000);
+  // nice > 0: the helpers run at that lower scheduling priority (set_thread_nice).
+  explicit SpinPool(int threads, int64_t idle_us = 2000, int nice = 0);
   ~SpinPool();
   SpinPool(const SpinPool&) = delete;
   SpinPool& operator=(const SpinPool&) = delete;

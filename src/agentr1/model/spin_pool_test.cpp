@@ -2,6 +2,13 @@
 // helpers wake after sleeping; and forward_cached with a pool equals it without.
 #include "agentr1/model/spin_pool.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -71,6 +78,22 @@ TEST(SpinPool, ForwardCachedWithAPoolEqualsWithout) {
       EXPECT_LE((x - y).abs().max().item<double>(), 1e-5) << arch_name(arch) << " position " << t;
     }
   }
+}
+
+
+// set_thread_nice lowers only the calling thread (Linux), as the asynchronous rollout
+// engine's worker and helpers use it.
+TEST(SpinPool, SetThreadNiceLowersOnlyTheCallingThread) {
+  const int before = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  int inside = -100;
+  std::thread t([&] {
+    EXPECT_TRUE(set_thread_nice(before + 7 > 19 ? 19 : before + 7));
+    inside = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  });
+  t.join();
+  EXPECT_EQ(inside, std::min(19, before + 7));
+  EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))), before) << "this thread unchanged";
+  EXPECT_TRUE(set_thread_nice(0));
 }
 
 }  // namespace

@@ -39,6 +39,8 @@ void EngineOptions::validate() const {
                     << per_seq << " blocks of " << block_size << "), got " << n_blocks);
   AGENTR1_CHECK(prefill_chunk >= 1,
                 "EngineOptions.prefill_chunk must be >= 1, got " << prefill_chunk);
+  AGENTR1_CHECK(nice >= 0 && nice <= 19, "EngineOptions.nice must be in 0..19, got " << nice);
+  AGENTR1_CHECK(threads >= 0, "EngineOptions.threads must be >= 0 (0 = the creator's), got " << threads);
 }
 
 namespace {
@@ -100,8 +102,11 @@ Engine::Engine(model::Transformer model, EngineOptions options)
   // The worker computes with its creator's thread count (at::get_num_threads()): on
   // the CPU through a SpinPool, with one OpenMP thread of its own (see engine.h).
   const int threads = options_.threads > 0 ? options_.threads : at::get_num_threads();
-  if (threads > 1 && device_.is_cpu()) spin_ = std::make_unique<model::SpinPool>(threads);
+  if (threads > 1 && device_.is_cpu())
+    spin_ = std::make_unique<model::SpinPool>(threads, /*idle_us=*/2000, options_.nice);
   worker_ = std::thread([this, threads] {
+    if (!model::set_thread_nice(options_.nice))
+      AGENTR1_LOG(WARN) << "rollout engine: could not lower the worker's priority to nice " << options_.nice;
     at::set_num_threads(spin_ ? 1 : threads);
     worker_loop();
   });

@@ -74,6 +74,9 @@ struct EngineOptions {
   int prefill_chunk = 512;   // max prompt tokens computed per iteration (chunked prefill:
                              // bounds how long running sequences wait for a long prompt), >= 1
   std::optional<at::ScalarType> kv_dtype;  // KV-cache dtype; unset = the model's weights' dtype
+  int nice = 0;              // > 0: the worker (and its helpers) run at this lower
+                             // scheduling priority (1..19), so a learner computing beside
+                             // an asynchronous engine keeps the cores it wants
   int threads = 0;           // compute threads of the worker; 0 = its creator's
                              // at::get_num_threads() (an asynchronous rollout engine may get
                              // fewer, leaving cores to the learner)

@@ -126,6 +126,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
     // validation.
     rollout::EngineOptions aeo = eo;
     aeo.threads = c.rollout.engine_threads;
+    aeo.nice = c.rollout.engine_nice;
     AsyncRolloutOptions ao;
     ao.max_staleness = c.rollout.max_staleness;
     ao.partial_rollout = c.rollout.partial_rollout;

@@ -41,6 +41,8 @@ void RolloutConfig::validate() const {
                 "rollout.max_staleness must be in 0..1000 (0 = synchronous), got " << max_staleness);
   AGENTR1_CHECK(engine_threads >= 0 && engine_threads <= 1024,
                 "rollout.engine_threads must be in 0..1024 (0 = trainer.threads), got " << engine_threads);
+  AGENTR1_CHECK(engine_nice >= 0 && engine_nice <= 19,
+                "rollout.engine_nice must be in 0..19 (a lower priority; 0 = unchanged), got " << engine_nice);
   flow.validate();
 }
 
