@@ -26,21 +26,8 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::vector<json> read_jsonl(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream f(path);
-  std::string line;
-  while (std::getline(f, line))
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
-
-std::vector<json> step_metrics(const std::string& run) {
-  std::vector<json> out;
-  for (json& m : read_jsonl(run + "/metrics.jsonl"))
-    if (m.contains("timing/gen")) out.push_back(std::move(m));
-  return out;
-}
+using testing::read_jsonl;
+using testing::step_metrics;
 
 json tiny_run_tree(const std::string& dir, const std::string& run, const std::vector<std::string>& extra) {
   json tree = default_train_tree();
@@ -174,21 +161,9 @@ TEST(AsyncRolloutTest, EveryTrainedStepIsWithinTheBound) {
   fs::remove_all(dir);
 }
 
-std::atomic<int> g_calls{0};
-std::atomic<int> g_fail_on{0};
-
-void register_failing_reward() {
-  static bool once = [] {
-    tasks::register_reward_fn("async_test_failing", [](const json&) -> tasks::RewardFn {
-      return [](const std::string&, const json&, const json&) -> float {
-        if (++g_calls == g_fail_on.load()) throw std::runtime_error("reward backend went away");
-        return 0.0f;
-      };
-    });
-    return true;
-  }();
-  (void)once;
-}
+std::atomic<int>& g_calls = testing::FailingReward::calls;
+std::atomic<int>& g_fail_on = testing::FailingReward::fail_on;
+void register_failing_reward() { testing::FailingReward::register_once(); }
 
 // A trajectory that throws in the producer (here its reward) fails collect() with its
 // error; the run stops with its logs and checkpoint, nothing hangs, and --resume goes on.
@@ -197,7 +172,7 @@ TEST(AsyncRolloutTest, AFailingTrajectoryStopsTheRunCleanly) {
   const std::string dir = testing::make_tiny_model_dir("asyncf");
   const std::string run = dir + "/run";
   const json tree = tiny_run_tree(dir, run, {"trainer.total_steps=4", "trainer.save_freq=1", "rollout.max_staleness=1",
-                                             "rollout.reward_fn=async_test_failing"});
+                                             "rollout.reward_fn=test_failing"});
   g_calls = 0;
   g_fail_on = 12;  // 1 baseline call, then 4 per batch: batches 1-2 make calls 2-9, so call 12 is
                    // in batch 3, which starts only after step 1 (and its checkpoint) is done

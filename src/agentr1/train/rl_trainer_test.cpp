@@ -99,22 +99,8 @@ TEST(RLTrainerTest, RunsEndToEndAndResumes) {
   fs::remove_all(dir);
 }
 
-std::vector<json> read_jsonl(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream f(path);
-  std::string line;
-  while (std::getline(f, line))
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
-
-// The step lines of metrics.jsonl (validation lines have no timing/gen), in order.
-std::vector<json> step_metrics(const std::string& run) {
-  std::vector<json> out;
-  for (json& m : read_jsonl(run + "/metrics.jsonl"))
-    if (m.contains("timing/gen")) out.push_back(std::move(m));
-  return out;
-}
+using testing::read_jsonl;
+using testing::step_metrics;
 
 json tiny_run_tree(const std::string& dir, const std::vector<std::string>& extra) {
   json tree = default_train_tree();
@@ -409,20 +395,9 @@ TEST(RLTrainerCrashSafety, ResumeCutsWhatWasLoggedAfterTheCheckpoint) {
 }
 
 // A reward function that fails on its n-th call (counted from when it is armed).
-std::atomic<int> g_reward_calls{0};
-std::atomic<int> g_fail_on_call{0};
-void register_failing_reward() {
-  static bool once = [] {
-    tasks::register_reward_fn("test_failing", [](const json&) -> tasks::RewardFn {
-      return [](const std::string&, const json&, const json&) -> float {
-        if (++g_reward_calls == g_fail_on_call.load()) throw std::runtime_error("reward backend went away");
-        return 0.0f;
-      };
-    });
-    return true;
-  }();
-  (void)once;
-}
+std::atomic<int>& g_reward_calls = testing::FailingReward::calls;
+std::atomic<int>& g_fail_on_call = testing::FailingReward::fail_on;
+void register_failing_reward() { testing::FailingReward::register_once(); }
 
 // A failure during start-up (here the baseline validation's first reward) leaves no
 // run behind: a fresh directory is removed, so the same command can simply be rerun.

@@ -5,8 +5,15 @@
 //   // dir/model: the tiny Qwen3 tokenizer fixture + a random 2-layer Qwen3 model
 #pragma once
 
+#include <atomic>
 #include <cstdlib>
+#include <fstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "agentr1/core/json.h"
+#include "agentr1/tasks/reward.h"
 
 #include "agentr1/model/transformer.h"
 #include "agentr1/text/tokenizer.h"
@@ -42,5 +49,42 @@ inline std::string make_tiny_model_dir(const std::string& tag) {
   model::save_pretrained(m, model_dir, at::kFloat);
   return dir;
 }
+
+// Every JSON line of a file (empty lines skipped).
+inline std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+// The step lines of a run's metrics.jsonl (validation lines have no timing/gen), in order.
+inline std::vector<json> step_metrics(const std::string& run) {
+  std::vector<json> out;
+  for (json& m : read_jsonl(run + "/metrics.jsonl"))
+    if (m.contains("timing/gen")) out.push_back(std::move(m));
+  return out;
+}
+
+// The reward function "test_failing": 0 for every response, except that its fail_on-th
+// call (counted in `calls`, from when the test arms it) throws "reward backend went away".
+struct FailingReward {
+  static inline std::atomic<int> calls{0};
+  static inline std::atomic<int> fail_on{0};
+  static void register_once() {
+    static bool once = [] {
+      tasks::register_reward_fn("test_failing", [](const json&) -> tasks::RewardFn {
+        return [](const std::string&, const json&, const json&) -> float {
+          if (++calls == fail_on.load()) throw std::runtime_error("reward backend went away");
+          return 0.0f;
+        };
+      });
+      return true;
+    }();
+    (void)once;
+  }
+};
 
 }  // namespace agentr1::train::testing
