@@ -105,8 +105,9 @@ Engine::Engine(model::Transformer model, EngineOptions options)
   if (threads > 1 && device_.is_cpu())
     spin_ = std::make_unique<model::SpinPool>(threads, /*idle_us=*/2000, options_.nice);
   worker_ = std::thread([this, threads] {
-    if (!model::set_thread_nice(options_.nice))
+    if (!model::set_thread_nice(options_.nice)) {
       AGENTR1_LOG(WARN) << "rollout engine: could not lower the worker's priority to nice " << options_.nice;
+    }
     at::set_num_threads(spin_ ? 1 : threads);
     worker_loop();
   });
