@@ -48,6 +48,10 @@ int run_train(const TrainArgs& a) {
   } catch (const StopRequested& e) {
     std::cerr << "agentr1 train: " << e.what() << "\n";
     return stop_exit_code();
+  } catch (const std::exception& e) {
+    // Data parallel: the other ranks name this rank and its error when they fail.
+    if (ProcessGroup* pg = trainer.process_group()) pg->report_failure(e.what());
+    throw;
   }
   std::cout << "\nrun: " << s.run_dir << "  (" << s.steps << " steps, " << static_cast<int>(s.wall_s)
             << " s)\n"

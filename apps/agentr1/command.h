@@ -38,6 +38,10 @@ struct Registrar {
   }
 };
 
+// `agentr1 launch [options] <command> ...`: the index of <command> in argv, where main()
+// inserts "--" so that the command's own options reach it untouched; -1 otherwise.
+int launch_separator_index(int argc, const char* const* argv);
+
 // "a,b,,c" -> {"a", "b", "c"} (list flags such as --methods).
 inline std::vector<std::string> split_csv(const std::string& s) {
   std::vector<std::string> out;

@@ -2,6 +2,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
     runs[sub] = spec.setup(*sub);
   }
   std::string cmd_name = "agentr1";
+  std::string cmd_name_suffix;
   // An unknown first word: name it and the nearest command (CLI11 would only say that a
   // subcommand is required).
   if (argc >= 2 && argv[1][0] != '-') {
@@ -62,8 +64,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // `launch`: everything from its command on goes to that command untouched.
+  std::vector<const char*> args(argv, argv + argc);
+  if (const int sep = cli::launch_separator_index(argc, argv); sep > 0) args.insert(args.begin() + sep, "--");
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -75,9 +80,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    set_log_level(parse_log_level(log_level));
+    // Data-parallel ranks other than 0 log warnings and errors only, unless asked.
+    const char* rank = std::getenv("RANK");
+    const char* world = std::getenv("WORLD_SIZE");
+    const bool other_rank = rank != nullptr && world != nullptr && std::string(rank) != "0" && std::string(world) != "1";
+    if (other_rank) cmd_name_suffix = std::string(" (rank ") + rank + ")";
+    set_log_level(parse_log_level(other_rank && app.get_option("--log-level")->count() == 0 ? "warn" : log_level));
     for (auto* sub : app.get_subcommands()) {
-      cmd_name = "agentr1 " + sub->get_name();
+      cmd_name = "agentr1 " + sub->get_name() + cmd_name_suffix;
       return runs.at(sub)();
     }
   } catch (const std::exception& e) {

@@ -1,11 +1,17 @@
 #include "train_setup.h"
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <thread>
+
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/task_family.h"
 #include "agentr1/train/default_recipe.h"
+#include "agentr1/train/distributed.h"
 #include "agentr1/train/run_dir.h"
 #include "agentr1/train/train_config.h"
 #include "command.h"
@@ -79,6 +85,31 @@ void warn_on_prompt_format_mismatch(const json& tree, const std::string& model_d
   for (const std::string& w : prompt_format_mismatches(tree, recipe, model_dir)) AGENTR1_LOG(WARN) << w;
 }
 
+
+// Data parallel (WORLD_SIZE > 1): trainer.threads=0 means this rank's share of the cores
+// (cores / LOCAL_WORLD_SIZE, at least 1), so that N local ranks do not oversubscribe.
+int rank_threads(int configured) {
+  const std::optional<train::DistEnv> env = train::dist_env_from_environment();
+  if (configured != 0 || !env || env->local_world_size <= 1) return configured;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / env->local_world_size);
+}
+
+// Data parallel: rank 0 builds a missing built-in model; the other ranks wait for it
+// (a directory is complete once its recipe.json, written last, matches), then reuse it.
+void wait_for_rank0_model(const train::DefaultModelOptions& dm, double timeout_s) {
+  const std::optional<train::DistEnv> env = train::dist_env_from_environment();
+  if (!env || env->world_size <= 1 || env->rank == 0 || train::default_model_ready(dm)) return;
+  AGENTR1_LOG(WARN) << "rank " << env->rank << ": waiting for rank 0 to build the built-in model in " << dm.dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!train::default_model_ready(dm)) {
+    AGENTR1_CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < timeout_s,
+                  "rank " << env->rank << ": rank 0 did not build the built-in model in " << dm.dir << " within "
+                          << timeout_s << " s (trainer.dist.timeout_s); HINT: build it first with `agentr1 sft`, "
+                          "or check rank 0's log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
 }  // namespace
 
 std::string builtin_chat_template_file(const std::string& chat_template_file) {
@@ -123,7 +154,7 @@ TrainTree resolve_train_tree_unhinted(const std::string& config_file, const std:
   }
   t.tree = layered_tree(config_file, family_defaults, recipe, layer, overrides);
   const train::TrainConfig cfg = train::load_train_config(t.tree);  // fail fast, before any build
-  set_threads(cfg.trainer.threads);
+  set_threads(rank_threads(cfg.trainer.threads));
   if (!t.builtin_model) return t;
   AGENTR1_LOG(INFO) << "built-in default model: recipe settings from " << recipe_file
                     << " (under --config and the overrides)";
@@ -133,6 +164,7 @@ TrainTree resolve_train_tree_unhinted(const std::string& config_file, const std:
     return 0;
   });
   dm.chat_template_file = builtin_chat_template_file(chat_template_file);
+  wait_for_rank0_model(dm, cfg.trainer.dist.timeout_s);
   const std::string path = train::ensure_default_model(dm);
   warn_on_prompt_format_mismatch(t.tree, path);
   t.tree["model"]["path"] = path;

@@ -44,4 +44,10 @@ std::vector<Trajectory> run_group_rollouts(const std::vector<Sample>& samples, i
                                            const FlowContext& ctx, const FlowOptions& opts,
                                            uint64_t seed, ThreadPool& drivers);
 
+// The same for some of them: trajectory indices[k] = i * n + r (sample i, repeat r),
+// returned in the order of `indices` (data parallelism: each rank runs its block).
+std::vector<Trajectory> run_group_rollouts_subset(const std::vector<Sample>& samples, int n,
+                                                  const std::vector<int64_t>& indices, const FlowContext& ctx,
+                                                  const FlowOptions& opts, uint64_t seed, ThreadPool& drivers);
+
 }  // namespace agentr1::flow

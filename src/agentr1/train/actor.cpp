@@ -37,6 +37,12 @@ Actor::Actor(model::Transformer policy, ActorOptions opts)
 
 Actor::~Actor() = default;
 
+void Actor::set_process_group(ProcessGroup* pg) {
+  pg_ = pg;
+  reducer_ = pg != nullptr ? std::make_unique<GradientAllReduce>(*pg, "actor gradients") : nullptr;
+  optim_->set_gradient_reducer(reducer_.get());
+}
+
 void Actor::fill_logprobs(std::vector<PackedRow>& rows, std::vector<float> PackedRow::*field) {
   score_logprobs(policy_, rows, field, opts_.loop.scoring(device_, opts_.temperature));
 }
@@ -87,12 +93,18 @@ Metrics Actor::update(const std::vector<PackedRow>& rows) {
   spec.units = [](const PackedRow& r) { return static_cast<double>(r.num_action_tokens()); };
   first_micro_ = opts_.bypass_scoring();
   rollout_diff_ = -1;
-  Metrics m = run_update(rows, opts_.loop.update_loop(device_), spec, *optim_,
+  UpdateLoopOptions loop = opts_.loop.update_loop(device_);
+  loop.process_group = pg_;
+  const double reduce_s = reducer_ ? reducer_->seconds() : 0.0;
+  Metrics m = run_update(rows, loop, spec, *optim_,
                          [this](const TrainBatch& b, const MicroBatchScale& s, Metrics& m) {
                            return micro_batch_loss(b, s, m);
                          });
   first_micro_ = false;
+  // Each rank measured its own first micro-batch (-1: it had none).
+  if (pg_ != nullptr && opts_.bypass_scoring()) rollout_diff_ = pg_->all_reduce_max(rollout_diff_, "logprob_max_diff");
   if (rollout_diff_ >= 0) m["rollout/logprob_max_diff"] = rollout_diff_;
+  if (reducer_) m["timing/allreduce_actor"] = reducer_->seconds() - reduce_s;
   return m;
 }
 

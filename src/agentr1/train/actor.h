@@ -30,6 +30,7 @@
 #include "agentr1/train/batch.h"
 #include "agentr1/train/optimizer.h"
 #include "agentr1/train/scoring.h"
+#include "agentr1/train/distributed.h"
 #include "agentr1/train/update.h"
 
 namespace agentr1::train {
@@ -103,6 +104,9 @@ class Actor {
   model::Transformer& policy() { return policy_; }
   const ActorOptions& options() const { return opts_; }
   Optimizer& optimizer() { return *optim_; }
+  // Data parallelism (distributed.h): updates forward this rank's share and the
+  // optimiser sums the gradients over the ranks. nullptr (default) = one process.
+  void set_process_group(ProcessGroup* pg);
 
   // Fills rows[i].*field with the policy's log-prob of every token (score_logprobs).
   void fill_logprobs(std::vector<PackedRow>& rows, std::vector<float> PackedRow::*field);
@@ -123,6 +127,8 @@ class Actor {
   ActorOptions opts_;
   at::Device device_;
   std::unique_ptr<Optimizer> optim_;
+  ProcessGroup* pg_ = nullptr;
+  std::unique_ptr<GradientAllReduce> reducer_;
   std::unique_ptr<algo::PolicyLoss> loss_fn_;
   bool first_micro_ = false;   // the next micro-batch is the update's first
   double rollout_diff_ = -1;   // max |log-prob - behaviour log-prob| there (-1: none)

@@ -150,10 +150,20 @@ Metrics Critic::update(const std::vector<PackedRow>& rows) {
     for (float x : r.value_mask) n += x;
     return n;
   };
-  return run_update(rows, opts_.loop.update_loop(device_), spec, *optim_,
-                    [this](const TrainBatch& b, const MicroBatchScale& s, Metrics& m) {
-                      return micro_batch_loss(b, s, m);
-                    });
+  UpdateLoopOptions loop = opts_.loop.update_loop(device_);
+  loop.process_group = pg_;
+  const double reduce_s = reducer_ ? reducer_->seconds() : 0.0;
+  Metrics m = run_update(rows, loop, spec, *optim_, [this](const TrainBatch& b, const MicroBatchScale& s, Metrics& m) {
+    return micro_batch_loss(b, s, m);
+  });
+  if (reducer_) m["timing/allreduce_critic"] = reducer_->seconds() - reduce_s;
+  return m;
+}
+
+void Critic::set_process_group(ProcessGroup* pg) {
+  pg_ = pg;
+  reducer_ = pg != nullptr ? std::make_unique<GradientAllReduce>(*pg, "critic gradients") : nullptr;
+  optim_->set_gradient_reducer(reducer_.get());
 }
 
 void Critic::save(const std::string& dir) {

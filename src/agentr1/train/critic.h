@@ -34,6 +34,7 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/train/batch.h"
 #include "agentr1/train/optimizer.h"
+#include "agentr1/train/distributed.h"
 #include "agentr1/train/update.h"
 
 namespace agentr1::train {
@@ -104,6 +105,9 @@ class Critic {
   ValueModel& model() { return model_; }
   const CriticOptions& options() const { return opts_; }
   Optimizer& optimizer() { return *optim_; }
+  // Data parallelism (distributed.h): updates forward this rank's share and the
+  // optimiser sums the gradients over the ranks. nullptr (default) = one process.
+  void set_process_group(ProcessGroup* pg);
 
   // Fills rows[i].value for every token (0 at position 0), no grad.
   void fill_values(std::vector<PackedRow>& rows);
@@ -127,6 +131,8 @@ class Critic {
   CriticOptions opts_;
   at::Device device_;
   std::unique_ptr<Optimizer> optim_;
+  ProcessGroup* pg_ = nullptr;
+  std::unique_ptr<GradientAllReduce> reducer_;
 };
 
 }  // namespace agentr1::train

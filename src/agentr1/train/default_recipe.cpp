@@ -295,6 +295,13 @@ void sft_and_save(const DefaultModelOptions& o, const text::Tokenizer& tok, cons
 
 }  // namespace
 
+bool default_model_ready(const DefaultModelOptions& o) {
+  const std::string recipe_path = o.dir + "/recipe.json";
+  if (!fs::exists(recipe_path) || !fs::exists(o.dir + "/model.safetensors")) return false;
+  const json have = json::parse(read_text_file(recipe_path), nullptr, false);
+  return !have.is_discarded() && have == o.to_json();
+}
+
 std::string ensure_default_model(const DefaultModelOptions& o) {
   const json want = o.to_json();
   const std::string recipe_path = o.dir + "/recipe.json";

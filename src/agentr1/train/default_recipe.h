@@ -102,6 +102,10 @@ struct DefaultModelOptions {
 // empty or names no file. Reusing a built model does not read it.
 std::string ensure_default_model(const DefaultModelOptions& opts);
 
+// True when opts.dir holds a complete model built with these options (what
+// ensure_default_model reuses). Reads only the directory.
+bool default_model_ready(const DefaultModelOptions& opts);
+
 // Reads the chat_template text from a tokenizer_config.json (or a raw template file).
 std::string read_chat_template_file(const std::string& path);
 

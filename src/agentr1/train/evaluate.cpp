@@ -1,5 +1,7 @@
 #include "agentr1/train/evaluate.h"
 
+#include "agentr1/train/distributed.h"
+
 #include <chrono>
 
 #include "agentr1/flow/group_rollout.h"
@@ -76,14 +78,18 @@ bool succeeded(const Trajectory& t) { return t.metrics.value("success", 0) != 0;
 
 EvalResult evaluate(const std::vector<Sample>& samples, const flow::FlowContext& ctx,
                     const flow::FlowOptions& opts, int k, double temperature, uint64_t seed,
-                    ThreadPool& drivers) {
+                    ThreadPool& drivers, ProcessGroup* pg) {
+  const auto run = [&](int n, const flow::FlowOptions& o, uint64_t sd) {
+    return pg != nullptr ? run_group_rollouts_dp(samples, n, ctx, o, sd, drivers, *pg)
+                         : flow::run_group_rollouts(samples, n, ctx, o, sd, drivers);
+  };
   const auto t0 = std::chrono::steady_clock::now();
   EvalResult r;
   r.num_prompts = static_cast<int64_t>(samples.size());
   if (samples.empty()) return r;
   flow::FlowOptions greedy = opts;
   greedy.sampling.temperature = 0.0f;
-  r.greedy_trajectories = flow::run_group_rollouts(samples, 1, ctx, greedy, seed, drivers);
+  r.greedy_trajectories = run(1, greedy, seed);
   int64_t wins = 0, tool = 0, wins_tool = 0;
   double reward = 0;
   for (const auto& t : r.greedy_trajectories) {
@@ -105,7 +111,7 @@ EvalResult evaluate(const std::vector<Sample>& samples, const flow::FlowContext&
   if (k > 0) {
     flow::FlowOptions sampled = opts;
     sampled.sampling.temperature = static_cast<float>(temperature);
-    auto trajs = flow::run_group_rollouts(samples, k, ctx, sampled, seed + 1, drivers);
+    auto trajs = run(k, sampled, seed + 1);
     int64_t total = 0, prompts_solved = 0;
     for (size_t i = 0; i < samples.size(); ++i) {
       int solved = 0;

@@ -40,9 +40,13 @@ struct EvalResult {
   std::map<std::string, double> metrics() const;
 };
 
+class ProcessGroup;
+
+// pg (data parallelism): the episodes are split over the ranks and gathered; every rank
+// returns the same result, equal to one process's.
 EvalResult evaluate(const std::vector<Sample>& samples, const flow::FlowContext& ctx,
                     const flow::FlowOptions& opts, int k, double temperature, uint64_t seed,
-                    ThreadPool& drivers);
+                    ThreadPool& drivers, ProcessGroup* pg = nullptr);
 
 // Mean of each numeric entry of Trajectory::metrics over `trajs` (keys as given).
 std::map<std::string, double> mean_trajectory_metrics(const std::vector<Trajectory>& trajs);

@@ -31,14 +31,15 @@ Learner::Learner(model::Transformer policy, model::Transformer reference, std::u
 
 Learner::~Learner() = default;
 
-Metrics Learner::score(std::vector<PackedRow>& rows) {
-  Metrics m;
+void Learner::set_process_group(ProcessGroup* pg) {
+  pg_ = pg;
+  actor_.set_process_group(pg);
+  if (critic_) critic_->set_process_group(pg);
+}
+
+void Learner::fill_columns(std::vector<PackedRow>& rows, Metrics& m) {
   auto t0 = std::chrono::steady_clock::now();
-  const bool bypass = actor_.options().bypass_scoring();
-  if (bypass)  // the rollout's weights are the ones the update starts from
-    for (auto& r : rows) r.old_logprob = r.rollout_logprob;
-  else
-    actor_.fill_logprobs(rows, &PackedRow::old_logprob);
+  if (!actor_.options().bypass_scoring()) actor_.fill_logprobs(rows, &PackedRow::old_logprob);
   m["timing/old_log_prob"] = seconds_since(t0);
   if (has_reference()) {
     t0 = std::chrono::steady_clock::now();
@@ -50,6 +51,35 @@ Metrics Learner::score(std::vector<PackedRow>& rows) {
     t0 = std::chrono::steady_clock::now();
     critic_->fill_values(rows);
     m["timing/values"] = seconds_since(t0);
+  }
+}
+
+Metrics Learner::score(std::vector<PackedRow>& rows) {
+  Metrics m;
+  const bool bypass = actor_.options().bypass_scoring();
+  if (bypass)  // the rollout's weights are the ones the update starts from
+    for (auto& r : rows) r.old_logprob = r.rollout_logprob;
+  if (pg_ == nullptr) {
+    fill_columns(rows, m);
+  } else {
+    // Each rank scores the rows of the trajectories it generated, then the columns are
+    // shared: every rank holds the whole scored batch.
+    int64_t trajectories = 0;
+    for (const auto& r : rows) trajectories = std::max(trajectories, r.trajectory + 1);
+    std::vector<uint8_t> owned(rows.size(), 0);
+    std::vector<PackedRow> local;
+    for (size_t i = 0; i < rows.size(); ++i)
+      if ((owned[i] = rollout_owner(rows[i].trajectory, trajectories, pg_->world_size()) == pg_->rank()))
+        local.push_back(rows[i]);
+    fill_columns(local, m);
+    size_t k = 0;
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (owned[i]) rows[i] = std::move(local[k++]);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::vector<float> PackedRow::*> cols{&PackedRow::ref_logprob, &PackedRow::value};
+    if (!bypass) cols.push_back(&PackedRow::old_logprob);
+    share_row_columns(rows, owned, cols, *pg_);
+    m["timing/share_scores"] = seconds_since(t0);
   }
   double diff = 0;
   int64_t n = 0;

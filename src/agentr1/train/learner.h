@@ -40,6 +40,11 @@ class Learner {
   // metrics and timing/update_critic, timing/update_actor.
   Metrics update(const std::vector<PackedRow>& rows, bool update_actor);
 
+  // Data parallelism (distributed.h): score() fills the columns of this rank's rows
+  // and shares them (every rank then holds the whole scored batch); update() forwards
+  // this rank's share and sums the gradients. nullptr (default) = one process.
+  void set_process_group(ProcessGroup* pg);
+
   Actor& actor() { return actor_; }
   Critic* critic() { return critic_.get(); }
   bool has_reference() const { return !reference_.is_empty(); }
@@ -49,6 +54,9 @@ class Learner {
   model::Transformer reference_{nullptr};
   std::unique_ptr<Critic> critic_;
   at::Device device_;
+  ProcessGroup* pg_ = nullptr;
+
+  void fill_columns(std::vector<PackedRow>& rows, Metrics& m);
 };
 
 }  // namespace agentr1::train

@@ -6,21 +6,27 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 #include "agentr1/core/error.h"
 #include "agentr1/model/model_test_util.h"
 #include "agentr1/train/actor.h"
 #include "agentr1/train/advantages.h"
 #include "agentr1/train/critic.h"
+#include "agentr1/train/distributed.h"
 #include "agentr1/train/learner.h"
 #include "agentr1/train/optimizer.h"
 #include "agentr1/train/scoring.h"
+#include "agentr1/train/train_test_util.h"
 
 namespace agentr1::train {
 namespace {
 
 using model::testing::spicy_model;
 using model::testing::tiny_config;
+using testing::run_ranks;
 
 TokenIds range_ids(int64_t from, int64_t n) {
   TokenIds t;
@@ -87,6 +93,19 @@ std::vector<PackedRow> make_rows(model::Transformer& m, uint64_t seed) {
     }
   }
   return rows;
+}
+
+// Pseudo-random critic targets in [-1, 1] and old values at half of them.
+void fill_returns(std::vector<PackedRow>& rows, uint64_t x) {
+  for (auto& r : rows) {
+    r.value.assign(r.tokens.size(), 0.0f);
+    r.returns.assign(r.tokens.size(), 0.0f);
+    for (size_t t = 0; t < r.tokens.size(); ++t) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      r.returns[t] = static_cast<float>((x >> 40) % 1000) / 500.0f - 1.0f;
+      r.value[t] = 0.5f * r.returns[t];
+    }
+  }
 }
 
 // Captures each parameter's gradient at the optimiser step (before clipping).
@@ -159,16 +178,7 @@ TEST(MicroBatchingTest, CriticMicroBatchOfOneEqualsTheWholeMiniBatch) {
     for (bool step_level : {false, true}) {
       model::Transformer base = spicy_model(tiny_config(model::Arch::kQwen3), 22);
       auto rows = make_rows(base, 6);
-      uint64_t x = 17;
-      for (auto& r : rows) {
-        r.value.assign(r.tokens.size(), 0.0f);
-        r.returns.assign(r.tokens.size(), 0.0f);
-        for (size_t t = 0; t < r.tokens.size(); ++t) {
-          x = x * 6364136223846793005ull + 1442695040888963407ull;
-          r.returns[t] = static_cast<float>((x >> 40) % 1000) / 500.0f - 1.0f;
-          r.value[t] = 0.5f * r.returns[t];
-        }
-      }
+      fill_returns(rows, 17);
       set_value_mask(rows, step_level);
       std::vector<at::Tensor> grads[2];
       double loss[2] = {0, 0};
@@ -415,5 +425,149 @@ TEST(OffPolicyLearnerTest, WeightsAndLossFromTheStoredBehaviourLogprobs) {
   EXPECT_NEAR(dl.actor().micro_batch_loss(b, MicroBatchScale{}, dm).item<double>(), dloss, 1e-5);
 }
 
+
+// ---- Data parallelism: N ranks' updates sum to the one process's (distributed.h) ----
+
+// Sums the ranks' gradients (the real all-reduce), then keeps a copy.
+class ReducedCapture : public GradientReducer {
+ public:
+  explicit ReducedCapture(ProcessGroup& pg) : reduce_(pg, "test gradients") {}
+  void reduce(std::vector<at::Tensor>& params) override {
+    reduce_.reduce(params);
+    grads.clear();
+    for (auto& p : params) grads.push_back(p.grad().clone());
+  }
+  GradientAllReduce reduce_;
+  std::vector<at::Tensor> grads;
+};
+
+// Every loss aggregation, mini-batches of 2 trajectories (the last one has a single
+// trajectory, so one rank forwards nothing in it) and micro-batches of one row: the
+// summed gradient of 2 and 3 ranks equals one process's, and so do the loss and the
+// metrics. Tolerance 2e-5 relative, the micro-batching test's: the ranks add the same
+// terms in another order.
+TEST(DataParallelTest, ActorRanksSumToTheWholeBatch) {
+  for (const char* mode : kAggModes) {
+    model::Transformer base = spicy_model(tiny_config(model::Arch::kQwen3), 31);
+    const auto rows = make_rows(base, 9);
+    auto options = [&] {
+      ActorOptions o;
+      o.loss_agg_mode = mode;
+      o.optim.lr = 1e-6;
+      o.optim.grad_clip = 0;
+      o.use_kl_loss = true;
+      o.kl_loss_coef = 0.1;
+      o.entropy_coeff = 0.01;
+      o.loop.micro_batch_size = 1;
+      o.loop.ppo_mini_batch_size = 2;
+      return o;
+    };
+    Actor whole(copy_of(base), options());
+    GradCapture cap;
+    whole.optimizer().set_gradient_reducer(&cap);
+    Metrics want = whole.update(rows);
+    ASSERT_EQ(want["actor/updates"], 3.0) << mode;
+    for (int world : {2, 3}) {
+      std::vector<Metrics> got(world);
+      std::vector<std::vector<at::Tensor>> grads(world);
+      std::mutex mu;
+      run_ranks(world, [&](ProcessGroup& pg) {
+        model::Transformer mine{nullptr};
+        {
+          std::lock_guard<std::mutex> lock(mu);  // copy_of draws from torch's global generator
+          mine = copy_of(base);
+        }
+        Actor actor(mine, options());
+        actor.set_process_group(&pg);
+        ReducedCapture rc(pg);
+        actor.optimizer().set_gradient_reducer(&rc);
+        got[pg.rank()] = actor.update(rows);
+        grads[pg.rank()] = rc.grads;  // the last mini-batch's
+      });
+      for (int r = 0; r < world; ++r) {
+        SCOPED_TRACE(std::string(mode) + ", " + std::to_string(world) + " ranks, rank " + std::to_string(r));
+        EXPECT_EQ(got[r]["actor/updates"], 3.0);
+        EXPECT_NEAR(got[r]["actor/loss"], want["actor/loss"], 2e-5 * std::max(1.0, std::abs(want["actor/loss"])));
+        EXPECT_NEAR(got[r]["actor/grad_norm"], want["actor/grad_norm"], 2e-5 * want["actor/grad_norm"]);
+        EXPECT_NEAR(got[r]["actor/entropy"], want["actor/entropy"], 2e-5 * std::abs(want["actor/entropy"]));
+        EXPECT_LT(max_rel_diff(grads[r], cap.grads), 2e-5);
+      }
+    }
+  }
+}
+
+TEST(DataParallelTest, CriticRanksSumToTheWholeBatch) {
+  model::Transformer base = spicy_model(tiny_config(model::Arch::kQwen3), 32);
+  auto rows = make_rows(base, 10);
+  fill_returns(rows, 5);
+  set_value_mask(rows, /*step_level=*/true);
+  auto make = [&](model::Transformer m) {
+    CriticOptions o;
+    o.optim.grad_clip = 0;
+    o.loop.micro_batch_size = 1;
+    ValueModel vm(std::move(m));
+    torch::NoGradGuard ng;
+    vm->head()->weight.fill_(0.05);
+    return std::make_unique<Critic>(vm, o);
+  };
+  auto whole = make(copy_of(base));
+  GradCapture cap;
+  whole->optimizer().set_gradient_reducer(&cap);
+  Metrics want = whole->update(rows);
+  ASSERT_GT(want["critic/loss"], 0.0);
+  std::vector<Metrics> got(2);
+  std::vector<std::vector<at::Tensor>> grads(2);
+  std::mutex mu;
+  run_ranks(2, [&](ProcessGroup& pg) {
+    model::Transformer mine{nullptr};
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      mine = copy_of(base);
+    }
+    auto critic = make(mine);
+    critic->set_process_group(&pg);
+    ReducedCapture rc(pg);
+    critic->optimizer().set_gradient_reducer(&rc);
+    got[pg.rank()] = critic->update(rows);
+    grads[pg.rank()] = rc.grads;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NEAR(got[r]["critic/loss"], want["critic/loss"], 2e-5 * want["critic/loss"]) << r;
+    EXPECT_LT(max_rel_diff(grads[r], cap.grads), 2e-5) << r;
+  }
+}
+
+// A non-finite loss on one rank skips the step on every rank (the step is collective).
+TEST(DataParallelTest, NonFiniteLossOnOneRankSkipsTheStepEverywhere) {
+  model::Transformer base = spicy_model(tiny_config(model::Arch::kQwen3), 33);
+  auto rows = make_rows(base, 11);
+  std::vector<Metrics> got(2);
+  std::mutex mu;
+  run_ranks(2, [&](ProcessGroup& pg) {
+    model::Transformer mine{nullptr};
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      mine = copy_of(base);
+    }
+    ActorOptions o;
+    o.loop.micro_batch_size = 1;
+    Actor actor(mine, o);
+    actor.set_process_group(&pg);
+    std::vector<PackedRow> r = rows;
+    // Rank 1's rows (the second half of the trajectories) get a NaN advantage.
+    if (pg.rank() == 1)
+      for (auto& row : r)
+        if (row.trajectory >= 3)
+          for (size_t t = 0; t < row.tokens.size(); ++t)
+            if (row.action[t]) row.advantage[t] = std::nanf("");
+    const auto before = mine->parameters()[0].clone();
+    got[pg.rank()] = actor.update(r);
+    EXPECT_TRUE(at::equal(before, mine->parameters()[0])) << "rank " << pg.rank() << " applied the step";
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(got[r]["actor/updates"], 0.0) << r;
+    EXPECT_EQ(got[r]["actor/skipped_updates"], 1.0) << r;
+  }
+}
 }  // namespace
 }  // namespace agentr1::train

@@ -5,6 +5,7 @@
 #include <torch/serialize.h>
 
 #include <cmath>
+#include <limits>
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
@@ -54,6 +55,11 @@ void Optimizer::count_skip(const std::string& why) {
 }
 
 void Optimizer::skip(const std::string& why) { count_skip(why); }
+
+void Optimizer::poison_gradients() {
+  for (auto& p : params_)
+    if (p.requires_grad()) p.mutable_grad() = at::full_like(p, std::numeric_limits<float>::quiet_NaN());
+}
 
 bool Optimizer::step(std::map<std::string, double>& m) {
   if (reducer_ != nullptr) reducer_->reduce(params_);

@@ -84,6 +84,10 @@ class Optimizer {
   // Throws away the step being accumulated (e.g. its loss was non-finite): zeroes the
   // gradients, counts it like a non-finite step (same Error after too many in a row).
   void skip(const std::string& why);
+  // Data parallel: this rank's loss was non-finite, but the step is collective. Fills
+  // every gradient with NaN, so that the reduced norm is non-finite on every rank and
+  // step() skips it everywhere.
+  void poison_gradients();
 
   double current_lr() const;           // the rate the next applied step uses
   int64_t steps() const { return steps_; }          // applied steps so far

@@ -1,5 +1,7 @@
 #include "agentr1/train/rl_trainer.h"
 
+#include <ATen/Parallel.h>
+
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -50,6 +52,20 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
     : cfg_(std::move(cfg)), tree_(std::move(tree)), device_(parse_device(cfg_.trainer.device)) {
   const TrainConfig& c = cfg_;
   require_device_available(device_);
+  // trainer.threads applies to library users too (the CLI sets it before anything runs;
+  // 0 = leave the process's setting). Results depend on it: BLAS splits work by thread.
+  if (c.trainer.threads > 0 && at::get_num_threads() != c.trainer.threads) at::set_num_threads(c.trainer.threads);
+  // Data parallelism: one rank of several when launched so (torchrun's environment).
+  if (const std::optional<DistEnv> env = dist_env_from_environment(); env && env->world_size > 1) {
+    AGENTR1_CHECK(device_.is_cpu(), "data parallelism runs on Gloo (CPU) in this build; trainer.device="
+                                        << c.trainer.device << " needs NCCL. HINT: trainer.device=cpu");
+    AGENTR1_CHECK(!c.rollout.asynchronous(),
+                  "rollout.max_staleness=" << c.rollout.max_staleness << " (asynchronous rollout) with "
+                      << env->world_size << " data-parallel ranks is not supported yet; HINT: "
+                      "rollout.max_staleness=0, or one process");
+    pg_ = std::make_unique<ProcessGroup>(*env, c.trainer.dist.timeout_s);
+    writer_ = pg_->rank() == 0;
+  }
   AGENTR1_CHECK(!c.model.path.empty(), "model.path is empty (the CLI resolves the built-in default)");
   const std::string& path = c.model.path;
   tasks::register_builtin_tasks();
@@ -138,8 +154,10 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
                       << (ao.partial_rollout ? "allowed" : "forbidden") << ", off-policy correction "
                       << c.actor.off_policy.method;
   } else {
-    rollout_ = std::make_unique<SyncRolloutSource>(*engine_, ctx_, c.rollout.flow, c.rollout.n,
-                                                   static_cast<uint64_t>(c.trainer.seed), *prompts_, *drivers_);
+    auto sync = std::make_unique<SyncRolloutSource>(*engine_, ctx_, c.rollout.flow, c.rollout.n,
+                                                    static_cast<uint64_t>(c.trainer.seed), *prompts_, *drivers_);
+    sync->set_process_group(pg_.get());
+    rollout_ = std::move(sync);
   }
   advantages_ = std::make_unique<AdvantagePhase>(c.algorithm);
   std::unique_ptr<Critic> critic;
@@ -153,6 +171,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   ActorOptions ao = c.actor;
   ao.temperature = c.rollout.flow.sampling.temperature;  // score what the sampler drew from
   learner_ = std::make_unique<Learner>(policy_, reference, std::move(critic), ao, device_);
+  learner_->set_process_group(pg_.get());
   logger_ = std::make_unique<StepLogger>(*run_dir_, *tokenizer_, c.trainer.dump_trajectories, c.trainer.progress);
   health_ = std::make_unique<HealthMonitor>(c.trainer.health);
   checkpointer_ = std::make_unique<Checkpointer>(run_dir_->file("checkpoints"), path, policy_,
@@ -163,13 +182,15 @@ RLTrainer::~RLTrainer() = default;
 
 EvalResult RLTrainer::validate(int64_t step) {
   const EvalResult r = evaluate(val_set_, ctx_, cfg_.rollout.flow, cfg_.rollout.val_k, cfg_.rollout.val_temperature,
-                                static_cast<uint64_t>(cfg_.trainer.seed) * 7919 + 17, *drivers_);
-  logger_->validation(step, r, val_set_);
+                                static_cast<uint64_t>(cfg_.trainer.seed) * 7919 + 17, *drivers_, pg_.get());
+  if (writer_) logger_->validation(step, r, val_set_);
   return r;
 }
 
 void RLTrainer::save_checkpoint(int64_t step) {
-  checkpointer_->save(step, advantages_->kl_in_reward() ? json{{"kl_coef", advantages_->kl_coef()}} : json::object());
+  if (writer_)
+    checkpointer_->save(step, advantages_->kl_in_reward() ? json{{"kl_coef", advantages_->kl_coef()}} : json::object());
+  if (pg_) pg_->barrier("checkpoint of step " + std::to_string(step) + " written");
 }
 
 std::string format_before_after(const EvalResult& before, const EvalResult& after) {
@@ -193,7 +214,10 @@ std::string format_before_after(const EvalResult& before, const EvalResult& afte
 }
 
 RunSummary RLTrainer::run(RunMode mode) {
-  if (mode == RunMode::kFresh && run_dir_->has_run())
+  const bool holds_run = run_dir_->has_run();
+  // Every rank looks before rank 0 writes anything.
+  if (pg_) pg_->barrier("run directory checked");
+  if (mode == RunMode::kFresh && holds_run)
     throw Error("run directory '" + run_dir_->path() + "' already holds a run (metrics.jsonl, summary.json or "
                 "checkpoints/); a second run would mix its logs with the first's. HINT: --resume to continue "
                 "it, --overwrite to start it over, or another trainer.output_dir / trainer.run_name");
@@ -206,6 +230,7 @@ RunSummary RLTrainer::run(RunMode mode) {
     throw;
   } catch (const std::exception& e) {
     const std::string dir = run_dir_->path();
+    if (!writer_) throw;  // rank 0 records the failure
     if (!started && mode != RunMode::kResume) {
       // Nothing worth keeping was written: leave the directory as this run found it.
       run_dir_->clear_run();
@@ -235,12 +260,14 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
   const auto t_run = Clock::now();
   RunSummary summary;
   summary.run_dir = run_dir_->path();
-  make_dirs(run_dir_->path());
-  if (mode == RunMode::kOverwrite) {
-    AGENTR1_LOG(INFO) << "overwrite: removing the earlier run in " << run_dir_->path();
-    run_dir_->clear_run();
+  if (writer_) {
+    make_dirs(run_dir_->path());
+    if (mode == RunMode::kOverwrite) {
+      AGENTR1_LOG(INFO) << "overwrite: removing the earlier run in " << run_dir_->path();
+      run_dir_->clear_run();
+    }
+    run_dir_->write_text("config.yaml", to_yaml(tree_));
   }
-  run_dir_->write_text("config.yaml", to_yaml(tree_));
 
   int64_t start_step = 0;
   EvalResult baseline;
@@ -256,11 +283,15 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     if (fs::exists(run_dir_->file("summary.json")))
       summary_json = json::parse(read_text_file(run_dir_->file("summary.json")), nullptr, false);
     if (!summary_json.is_object()) summary_json = json::object();
+    // Every rank has read the checkpoint and summary before rank 0 changes the run.
+    if (pg_) pg_->barrier("checkpoint read");
     // What the interrupted run logged after its checkpoint is redone below.
-    const size_t lines = run_dir_->cut_jsonl_after("metrics.jsonl", start_step);
-    const size_t dumps = run_dir_->cut_dumps_after(start_step);
-    AGENTR1_LOG(INFO) << "resumed from " << r->dir << " at step " << start_step << " (cut " << lines
-                      << " metrics lines and " << dumps << " dump files logged after it)";
+    if (writer_) {
+      const size_t lines = run_dir_->cut_jsonl_after("metrics.jsonl", start_step);
+      const size_t dumps = run_dir_->cut_dumps_after(start_step);
+      AGENTR1_LOG(INFO) << "resumed from " << r->dir << " at step " << start_step << " (cut " << lines
+                        << " metrics lines and " << dumps << " dump files logged after it)";
+    }
     if (summary_json.contains("baseline")) {
       baseline = EvalResult::from_json(summary_json["baseline"]);
       have_baseline = true;
@@ -283,7 +314,7 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     summary_json["baseline"] = baseline.to_json();
     summary_json["baseline_step"] = start_step;
   }
-  run_dir_->write_json("summary.json", summary_json);
+  if (writer_) run_dir_->write_json("summary.json", summary_json);
   *started = true;
 
   const int64_t total = c.trainer.total_steps;
@@ -314,16 +345,36 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     rollout_->push_weights(step);
     // 5. Metrics, dumps, validation, checkpoint.
     merge_into(m, rollout_metrics(trajs, adv.result));
-    m["timing/step"] = seconds_since(t_step);
-    logger_->dump_step(step, trajs, adv, dump_columns);
+    if (pg_) {
+      // Every rank computed the batch-wide values over the whole batch; what differs
+      // per rank (timings, its engine's counters) is combined.
+      if (c.trainer.dist.check_freq > 0 && step % c.trainer.dist.check_freq == 0) {
+        const auto t0c = Clock::now();
+        check_same_parameters(policy_->parameters(), *pg_, "policy parameters after step " + std::to_string(step));
+        if (learner_->critic() != nullptr)
+          check_same_parameters(learner_->critic()->model()->parameters(), *pg_,
+                                "critic parameters after step " + std::to_string(step));
+        m["timing/dist_check"] = seconds_since(t0c);
+      }
+      m["timing/step"] = seconds_since(t_step);
+      m = reduce_metrics(m, {"rollout/generated_tokens", "perf/gen_tokens_per_s"}, *pg_, "step metrics");
+      m["dist/world_size"] = pg_->world_size();
+    } else {
+      m["timing/step"] = seconds_since(t_step);
+    }
+    if (writer_) logger_->dump_step(step, trajs, adv, dump_columns);
     // The validation writes its own line (val/* metrics); the step line keeps the step's.
     if (c.trainer.test_freq > 0 && step % c.trainer.test_freq == 0 && step != total) validate(step);
     const std::vector<std::string> unhealthy = health_->check(step, m);
     // Logged before the checkpoint: a resume cuts what comes after its checkpoint, so a
     // crash in between costs the step, never its line.
-    logger_->metrics(step, m);
-    logger_->progress(step, total, m, seconds_since(t_step));
-    const bool signalled = stop_flag_ != nullptr && stop_flag_->load() != 0;
+    if (writer_) {
+      logger_->metrics(step, m);
+      logger_->progress(step, total, m, seconds_since(t_step));
+    }
+    bool signalled = stop_flag_ != nullptr && stop_flag_->load() != 0;
+    // A signal reaches the ranks at different moments: all stop at the same step.
+    if (pg_) signalled = pg_->all_reduce_max(signalled ? 1.0 : 0.0, "stop request") > 0;
     const bool health_stop = health_->should_stop(unhealthy);
     const bool stop = (signalled || health_stop) && step < total;
     if ((c.trainer.save_freq > 0 && step % c.trainer.save_freq == 0) || step == total || stop) save_checkpoint(step);
@@ -350,7 +401,7 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
   summary_json["steps"] = total;
   summary_json["run_dir"] = run_dir_->path();
   summary_json["wall_s"] = summary.wall_s;
-  run_dir_->write_json("summary.json", summary_json);
+  if (writer_) run_dir_->write_json("summary.json", summary_json);
   return summary;
 }
 

@@ -38,6 +38,7 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/train/advantages.h"
 #include "agentr1/train/checkpoint.h"
+#include "agentr1/train/distributed.h"
 #include "agentr1/train/evaluate.h"
 #include "agentr1/train/health.h"
 #include "agentr1/train/learner.h"
@@ -103,6 +104,9 @@ class RLTrainer {
   void set_stop_flag(const std::atomic<int>* flag) { stop_flag_ = flag; }
   // For messages: how to resume (the run directory).
   const std::string& run_dir() const { return run_dir_->path(); }
+  // The data-parallel process group when this process is one of several ranks
+  // (WORLD_SIZE > 1 in the environment; distributed.h), else nullptr.
+  ProcessGroup* process_group() { return pg_.get(); }
 
  private:
   EvalResult validate(int64_t step);
@@ -113,6 +117,9 @@ class RLTrainer {
   TrainConfig cfg_;
   json tree_;
   at::Device device_;
+  // Data parallelism: null in one process. Rank 0 alone writes (writer_).
+  std::unique_ptr<ProcessGroup> pg_;
+  bool writer_ = true;
   // Model side (owned here, shared by reference with the phases).
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<text::ChatTemplate> chat_;

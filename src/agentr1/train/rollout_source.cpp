@@ -6,6 +6,7 @@
 #include "agentr1/core/rng.h"
 #include "agentr1/flow/group_rollout.h"
 #include "agentr1/rollout/engine.h"
+#include "agentr1/train/distributed.h"
 #include "agentr1/train/prompt_source.h"
 
 namespace agentr1::train {
@@ -31,8 +32,10 @@ RolloutBatch SyncRolloutSource::collect(int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
   engine_.reset_stats();
   RolloutBatch b;
-  b.trajectories =
-      flow::run_group_rollouts(prompts_.batch(step), n_, ctx_, opts_, step_rollout_seed(seed_, step), drivers_);
+  const std::vector<Sample> prompts = prompts_.batch(step);
+  const uint64_t seed = step_rollout_seed(seed_, step);
+  b.trajectories = pg_ != nullptr ? run_group_rollouts_dp(prompts, n_, ctx_, opts_, seed, drivers_, *pg_)
+                                  : flow::run_group_rollouts(prompts, n_, ctx_, opts_, seed, drivers_);
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto es = engine_.stats();
   b.metrics["timing/gen"] = dt;

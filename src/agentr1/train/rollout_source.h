@@ -31,6 +31,7 @@ class Engine;
 namespace agentr1::train {
 
 class PromptSource;
+class ProcessGroup;
 
 struct RolloutBatch {
   std::vector<Trajectory> trajectories;  // n per prompt, prompt-major (GRPO groups adjacent)
@@ -64,6 +65,9 @@ class SyncRolloutSource : public RolloutSource {
   void with_weights_exclusive(const std::function<void()>& fn) override;
   // Clears the engine's prefix cache (keys/values of the old weights) and sets the version.
   void push_weights(int64_t version) override;
+  // Data parallelism (distributed.h): this rank generates its block of the step's
+  // trajectories and collect() gathers all of them. nullptr (default) = one process.
+  void set_process_group(ProcessGroup* pg) { pg_ = pg; }
 
  private:
   rollout::Engine& engine_;
@@ -73,6 +77,7 @@ class SyncRolloutSource : public RolloutSource {
   uint64_t seed_;
   const PromptSource& prompts_;
   ThreadPool& drivers_;
+  ProcessGroup* pg_ = nullptr;
 };
 
 // The seed of step `step`'s prompt batch (both sources; run_group_rollouts' seed).

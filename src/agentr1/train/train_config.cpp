@@ -67,6 +67,7 @@ void TrainerOptions::validate() const {
   AGENTR1_CHECK(total_steps >= 0, "trainer.total_steps must be >= 0, got " << total_steps);
   AGENTR1_CHECK(test_freq >= 0, "trainer.test_freq must be >= 0, got " << test_freq);
   AGENTR1_CHECK(save_freq >= 0, "trainer.save_freq must be >= 0, got " << save_freq);
+  dist.validate();
   AGENTR1_CHECK(threads >= 0 && threads <= 1024,
                 "trainer.threads must be in 0..1024 (0 = all cores), got " << threads);
   AGENTR1_CHECK(tool_threads >= 1 && tool_threads <= 1024,

@@ -157,6 +157,7 @@ struct TrainerOptions {
   int dump_trajectories = 16;     // trajectories dumped per step (0 = none, -1 = all)
   bool progress = true;           // progress line on stderr
   HealthOptions health;           // per-step health monitors (health.h)
+  DistOptions dist;               // data parallelism across ranks (distributed.h)
   template <class V>
   void visit(V& v) {
     v.field("total_steps", total_steps, "RL steps");
@@ -172,6 +173,7 @@ struct TrainerOptions {
     v.field("dump_trajectories", dump_trajectories, "trajectories dumped per step (-1 = all)");
     v.field("progress", progress, "progress line on stderr");
     v.section("health", health, "per-step health monitors: warnings, and stop_on for a clean stop");
+    v.section("dist", dist, "data parallelism (ranks from torchrun's environment, or agentr1 launch)");
   }
   void validate() const;
 };

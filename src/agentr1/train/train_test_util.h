@@ -5,7 +5,15 @@
 //   // dir/model: the tiny Qwen3 tokenizer fixture + a random 2-layer Qwen3 model
 #pragma once
 
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <functional>
+#include <thread>
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
@@ -18,6 +26,7 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/text/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
+#include "agentr1/train/distributed.h"
 #include "agentr1/train/run_dir.h"
 
 namespace agentr1::train::testing {
@@ -86,5 +95,40 @@ struct FailingReward {
     (void)once;
   }
 };
+
+// A port that was free a moment ago (the kernel's pick), for an in-process rendezvous.
+inline int free_local_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+// Runs fn(pg) on `world` threads, one rank each, over Gloo on 127.0.0.1.
+inline void run_ranks(int world, const std::function<void(ProcessGroup&)>& fn, double timeout_s = 30) {
+  const int port = free_local_port();
+  std::vector<std::thread> ts;
+  std::vector<std::string> errors(world);
+  for (int r = 0; r < world; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        DistEnv e;
+        e.rank = r;
+        e.world_size = world;
+        e.master_port = port;
+        ProcessGroup pg(e, timeout_s);
+        fn(pg);
+      } catch (const std::exception& ex) {
+        errors[r] = ex.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < world; ++r) if (!errors[r].empty()) ADD_FAILURE() << "rank " << r << ": " << errors[r];
+}
 
 }  // namespace agentr1::train::testing

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "agentr1/core/error.h"
+#include "agentr1/train/distributed.h"
 
 namespace agentr1::train {
 
@@ -69,22 +70,33 @@ Metrics run_update(const std::vector<PackedRow>& rows, const UpdateLoopOptions& 
                    Optimizer& opt, const MicroLossFn& loss_fn) {
   AGENTR1_CHECK(spec.units, "run_update: LossSpec::units is not set");
   AGENTR1_CHECK(o.epochs >= 1, "run_update: epochs must be >= 1, got " << o.epochs);
-  Metrics sum;
+  ProcessGroup* pg = o.process_group;
+  Metrics sum;      // the loss function's metrics and <name>/loss: this rank's part
+  Metrics opt_sum;  // the optimiser's (grad_norm, lr): the same on every rank
   int64_t n_updates = 0;
   const auto minis = trajectory_mini_batches(rows, o.mini_batch_trajectories);
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
-    for (const auto& mini : minis) {
-      std::vector<double> units(mini.size());
+    for (const auto& whole : minis) {
+      // The weights' denominators come from the whole mini-batch (every rank has it).
       double mini_units = 0;
       int64_t mini_rows = 0;
       size_t longest = 0;
-      for (size_t i = 0; i < mini.size(); ++i) {
-        units[i] = spec.units(mini[i]);
-        mini_units += units[i];
-        mini_rows += units[i] > 0;
-        longest = std::max(longest, mini[i].tokens.size());
+      for (const auto& r : whole) {
+        const double u = spec.units(r);
+        mini_units += u;
+        mini_rows += u > 0;
+        longest = std::max(longest, r.tokens.size());
       }
       if (mini_units == 0) continue;
+      std::vector<PackedRow> share;
+      if (pg != nullptr) {
+        const std::vector<uint8_t> mine = update_share(whole, pg->rank(), pg->world_size());
+        for (size_t i = 0; i < whole.size(); ++i)
+          if (mine[i]) share.push_back(whole[i]);
+      }
+      const std::vector<PackedRow>& mini = pg != nullptr ? share : whole;
+      std::vector<double> units(mini.size());
+      for (size_t i = 0; i < mini.size(); ++i) units[i] = spec.units(mini[i]);
       const double norm_len = spec.norm_len > 0 ? spec.norm_len : static_cast<double>(longest) - 1.0;
       opt.zero_grad();
       Metrics step_m;
@@ -110,18 +122,25 @@ Metrics run_update(const std::vector<PackedRow>& rows, const UpdateLoopOptions& 
         step_m[opt.name() + "/loss"] += weighted.item<double>();
         weighted.backward();
       }
-      if (!finite) {
+      if (!finite && pg == nullptr) {
         opt.skip("non-finite loss");
         continue;
       }
-      if (opt.step(step_m)) {
+      // Data parallel: the step is collective; a non-finite loss here makes the summed
+      // gradient non-finite, so every rank skips it in step().
+      if (!finite) opt.poison_gradients();
+      Metrics opt_m;
+      if (opt.step(opt_m)) {
         for (const auto& kv : step_m) sum[kv.first] += kv.second;
+        for (const auto& kv : opt_m) opt_sum[kv.first] += kv.second;
         n_updates++;
       }
     }
   }
+  if (pg != nullptr) sum = sum_metrics(sum, *pg, opt.name() + " update metrics");
   Metrics out;
   for (const auto& kv : sum) out[kv.first] = n_updates > 0 ? kv.second / static_cast<double>(n_updates) : 0.0;
+  for (const auto& kv : opt_sum) out[kv.first] = n_updates > 0 ? kv.second / static_cast<double>(n_updates) : 0.0;
   out[opt.name() + "/updates"] = static_cast<double>(n_updates);
   out[opt.name() + "/skipped_updates"] = static_cast<double>(opt.skipped());
   return out;

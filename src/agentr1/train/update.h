@@ -49,6 +49,8 @@
 
 namespace agentr1::train {
 
+class ProcessGroup;
+
 using Metrics = std::map<std::string, double>;
 
 struct UpdateLoopOptions {
@@ -59,6 +61,12 @@ struct UpdateLoopOptions {
   int64_t min_shared_prefix = 16;       // collate's shared prefix (>= N tokens); 0 = off
   bool tree_packing = false;            // collate's tree packing
   at::Device device = at::Device(at::kCPU);  // where collate puts the tensors (trainer.device)
+  // Data parallelism (distributed.h; nullptr = one process): `rows` is the whole batch on
+  // every rank; each rank forwards its update_share of every mini-batch, weighted by the
+  // whole mini-batch's counts, and the optimiser's reducer sums the gradients. The
+  // metrics are summed over the ranks at the end (the weights of their parts add up to
+  // one); a non-finite loss on any rank skips the step on every rank.
+  ProcessGroup* process_group = nullptr;
 };
 
 // The config keys of a learner's loop, shared by the actor and critic sections
