@@ -25,7 +25,7 @@ one_line_error_with_data_dir() {  # one_line_error_with_data_dir DIR ARGS... : a
   AGENTR1_DATA_DIR=$dir one_line_error "$@"
 }
 
-for cmd in train compare sft play replay tokenize render init-model score generate; do
+for cmd in train compare sft play replay tokenize render init-model score generate launch; do
   check "$cmd --help" "$bin" "$cmd" --help >/dev/null
 done
 check "unknown command" one_line_error frobnicate
@@ -53,6 +53,12 @@ check "init-model: bad arch" one_line_error init-model --arch gpt2 --vocab-size 
 check "compare: unknown method" one_line_error compare --methods grpo,dpo --out "$tmp/cmp"
 check "compare: names the method" grep -q "unknown comparison method 'dpo'" "$tmp/err"
 check "compare: lists the known methods" grep -q "known: grpo, ppo, rloo, reinforce_plus_plus" "$tmp/err"
+check "launch: no command" one_line_error launch --nproc 2
+check "launch: --nproc 0" one_line_error launch --nproc 0 train
+check "launch: --nproc 0 names the rule" grep -q "nproc must be in 1.." "$tmp/err"
+check "launch: a failing rank's exit code" bash -c "'$bin' launch --nproc 2 train rollout.n=0 >/dev/null 2>&1; test \$? -eq 1"
+check "train: a malformed RANK" bash -c "RANK=x WORLD_SIZE=2 '$bin' train 2>&1 | grep -q \"RANK='x' must be an integer\""
+check "sft under launch is refused" bash -c "WORLD_SIZE=2 RANK=0 '$bin' sft --out '$tmp/sft' 2>&1 | grep -q 'sft is not data-parallel'"
 check "compare --help: methods from configs/compare.yaml" grep -q "gspo" <("$bin" compare --help)
 check "compare: unknown context" one_line_error compare --contexts append_only,window --out "$tmp/ctx"
 check "compare: lists the known contexts" grep -q "known: append_only, sliding_window, summarize" "$tmp/err"

@@ -8,6 +8,7 @@
 // With --task, the demonstrations come from that task family's expert and are replayed
 // through its agent under its recipe defaults (e.g. alfworld's sliding-window context),
 // so the SFT rows are what RL rollouts of that family will see.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -59,6 +60,11 @@ struct SftArgs {
 
 int run_sft_cmd(SftArgs a) {
   using namespace agentr1::train;
+  const char* world = std::getenv("WORLD_SIZE");
+  AGENTR1_CHECK(world == nullptr || std::string(world).empty() || std::string(world) == "1",
+                "sft is not data-parallel: launched as one of WORLD_SIZE=" << world
+                    << " ranks, every rank would train and write the same model. HINT: run `agentr1 sft` in one "
+                       "process (without agentr1 launch); `agentr1 train` under launch then reuses the model");
   set_threads(a.threads);
   if (a.model.empty()) {
     // The built-in recipe: tokenizer + fresh Qwen3 model + SFT, into --out.
