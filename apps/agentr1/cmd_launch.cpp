@@ -7,12 +7,14 @@
 // program) with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
 // MASTER_PORT set (and OMP_NUM_THREADS, if unset, to this machine's cores / nproc).
 // SIGINT and SIGTERM are forwarded to every rank (a training run stops after its step
-// with a checkpoint). When a rank fails, the others get --grace-s seconds to notice it
+// with a checkpoint); the ranks run in their own process groups, so a terminal's Ctrl-C
+// reaches them once, through the launcher, and they get SIGTERM if the launcher dies. When a rank fails, the others get --grace-s seconds to notice it
 // through their collectives and exit with their own message, then SIGTERM, then SIGKILL
 // 10 s later. The exit code is the first failed rank's (128 + signal for a signal), or 0.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -128,6 +130,7 @@ int run_launch(const LaunchArgs& a) {
 
   std::cerr << "agentr1 launch: " << a.nproc << " rank(s) on this node (node " << a.node_rank << " of " << a.nnodes
             << ", world size " << world << "), rendezvous at " << a.master_addr << ":" << port << "\n";
+  const pid_t launcher = getpid();
   for (int local = 0; local < a.nproc; ++local) {
     const int rank = a.node_rank * a.nproc + local;
     const pid_t pid = fork();
@@ -135,6 +138,12 @@ int run_launch(const LaunchArgs& a) {
     if (pid == 0) {
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
+      // Its own process group: a terminal's Ctrl-C reaches the launcher only, which
+      // forwards it once (twice would be "press Ctrl-C again to quit now" for a run).
+      setpgid(0, 0);
+      // And it goes when the launcher goes, even if that one is killed with SIGKILL.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != launcher) _exit(143);
       setenv("RANK", std::to_string(rank).c_str(), 1);
       setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
       setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);

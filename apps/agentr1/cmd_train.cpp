@@ -46,13 +46,16 @@ int run_train(const TrainArgs& a) {
   try {
     s = trainer.run(a.resume ? RunMode::kResume : a.overwrite ? RunMode::kOverwrite : RunMode::kFresh);
   } catch (const StopRequested& e) {
-    std::cerr << "agentr1 train: " << e.what() << "\n";
+    if (ProcessGroup* pg = trainer.process_group(); pg == nullptr || pg->rank() == 0)
+      std::cerr << "agentr1 train: " << e.what() << "\n";
     return stop_exit_code();
   } catch (const std::exception& e) {
     // Data parallel: the other ranks name this rank and its error when they fail.
     if (ProcessGroup* pg = trainer.process_group()) pg->report_failure(e.what());
     throw;
   }
+  // Data parallel: rank 0 reports (every rank holds the same result).
+  if (ProcessGroup* pg = trainer.process_group(); pg != nullptr && pg->rank() != 0) return 0;
   std::cout << "\nrun: " << s.run_dir << "  (" << s.steps << " steps, " << static_cast<int>(s.wall_s)
             << " s)\n"
             << format_before_after(s.baseline, s.final_eval) << std::flush;
