@@ -47,7 +47,10 @@ constexpr int kMaxProcs = 1024;
 pid_t g_children[kMaxProcs];
 volatile sig_atomic_t g_n_children = 0;
 
+volatile sig_atomic_t g_signalled = 0;
+
 void forward_signal(int sig) {
+  g_signalled = 1;
   for (int i = 0; i < g_n_children; ++i)
     if (g_children[i] > 0) kill(g_children[i], sig);
 }
@@ -131,43 +134,70 @@ int run_launch(const LaunchArgs& a) {
   std::cerr << "agentr1 launch: " << a.nproc << " rank(s) on this node (node " << a.node_rank << " of " << a.nnodes
             << ", world size " << world << "), rendezvous at " << a.master_addr << ":" << port << "\n";
   const pid_t launcher = getpid();
+  std::vector<char*> argv;
+  for (auto& w : argv_s) argv.push_back(w.data());
+  argv.push_back(nullptr);
   for (int local = 0; local < a.nproc; ++local) {
     const int rank = a.node_rank * a.nproc + local;
+    // The child's environment, built before fork (the child only calls exec-safe functions).
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      const std::string key = kv.substr(0, kv.find('='));
+      if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "LOCAL_WORLD_SIZE" ||
+          key == "GROUP_RANK" || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
+          false)
+        continue;
+      env_s.push_back(kv);
+    }
+    env_s.push_back("RANK=" + std::to_string(rank));
+    env_s.push_back("WORLD_SIZE=" + std::to_string(world));
+    env_s.push_back("LOCAL_RANK=" + std::to_string(local));
+    env_s.push_back("LOCAL_WORLD_SIZE=" + std::to_string(a.nproc));
+    env_s.push_back("GROUP_RANK=" + std::to_string(a.node_rank));
+    env_s.push_back("MASTER_ADDR=" + a.master_addr);
+    env_s.push_back("MASTER_PORT=" + std::to_string(port));
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) env_s.push_back("OMP_NUM_THREADS=" + omp);
+    std::vector<char*> envp;
+    for (auto& kv : env_s) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    // Signals wait until the child is recorded (a handler running in the child between
+    // fork and exec would signal its siblings with a stale list).
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigprocmask(SIG_BLOCK, &block, &old_mask);
     const pid_t pid = fork();
-    AGENTR1_CHECK(pid >= 0, "launch: fork(): " << std::strerror(errno));
     if (pid == 0) {
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
+      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       // Its own process group: a terminal's Ctrl-C reaches the launcher only, which
       // forwards it once (twice would be "press Ctrl-C again to quit now" for a run).
       setpgid(0, 0);
       // And it goes when the launcher goes, even if that one is killed with SIGKILL.
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != launcher) _exit(143);
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(a.nproc).c_str(), 1);
-      setenv("GROUP_RANK", std::to_string(a.node_rank).c_str(), 1);
-      setenv("MASTER_ADDR", a.master_addr.c_str(), 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("OMP_NUM_THREADS", omp.c_str(), 0);
-      std::vector<char*> argv;
-      for (auto& w : argv_s) argv.push_back(w.data());
-      argv.push_back(nullptr);
-      if (program.find('/') != std::string::npos) execv(program.c_str(), argv.data());
-      else execvp(program.c_str(), argv.data());
-      std::fprintf(stderr, "agentr1 launch: rank %d: cannot run '%s': %s\n", rank, program.c_str(), std::strerror(errno));
+      if (program.find('/') != std::string::npos) execve(program.c_str(), argv.data(), envp.data());
+      else execvpe(program.c_str(), argv.data(), envp.data());
+      const char msg[] = "agentr1 launch: cannot run the command (exec failed)\n";
+      (void)!write(2, msg, sizeof(msg) - 1);
       _exit(127);
     }
-    g_children[local] = pid;
-    g_n_children = local + 1;
+    if (pid > 0) {
+      g_children[local] = pid;
+      g_n_children = local + 1;
+    }
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    AGENTR1_CHECK(pid >= 0, "launch: fork(): " << std::strerror(errno));
   }
 
   using Clock = std::chrono::steady_clock;
   int alive = a.nproc;
   int first_code = 0;
   Clock::time_point failed_at;
+  bool failed = false;
   bool termed = false, killed = false;
   while (alive > 0) {
     int status = 0;
@@ -181,9 +211,17 @@ int run_launch(const LaunchArgs& a) {
       alive--;
       const int rank = a.node_rank * a.nproc + local;
       const int code = exit_code_of(status);
-      if (code != 0 && first_code == 0) {
+      // A stop the launcher forwarded (Ctrl-C, SIGTERM): 130 / 143 is the rank's clean stop.
+      const bool clean_stop = g_signalled && (code == 130 || code == 143);
+      if (clean_stop) {
+        std::cerr << "agentr1 launch: rank " << rank << " stopped (exit code " << code << ")\n";
+        if (first_code == 0) first_code = code;
+        continue;
+      }
+      if (code != 0 && (first_code == 0 || first_code == 130 || first_code == 143)) {
         first_code = code;
         failed_at = Clock::now();
+        failed = true;
         std::cerr << "agentr1 launch: rank " << rank << " (pid " << pid << ") " << describe_status(status);
         if (alive > 0) std::cerr << "; the other ranks get " << a.grace_s << " s to stop on their own";
         std::cerr << "\n";
@@ -193,7 +231,7 @@ int run_launch(const LaunchArgs& a) {
       continue;
     }
     if (pid < 0 && errno != EINTR) break;
-    if (first_code != 0) {
+    if (failed) {
       const double since = std::chrono::duration<double>(Clock::now() - failed_at).count();
       if (!termed && since >= a.grace_s) {
         std::cerr << "agentr1 launch: " << alive << " rank(s) still running " << a.grace_s
@@ -248,7 +286,7 @@ int launch_separator_index(int argc, const char* const* argv) {
     if (w == "--") return -1;  // the user separated it already
     if (w.rfind("-", 0) != 0) return i;
     const bool takes_value = w == "--nproc" || w == "--nproc-per-node" || w == "--nnodes" || w == "--node-rank" ||
-                             w == "--master-addr" || w == "--master-port" || w == "--grace-s";
+                             w == "--master-addr" || w == "--master-port" || w == "--grace-s" || w == "--log-level";
     if (takes_value) ++i;  // --name value (--name=value is one word)
   }
   return -1;

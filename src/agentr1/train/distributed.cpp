@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cerrno>
 #include <cstdlib>
+#include <future>
 #include <sstream>
 #include <unordered_map>
 
@@ -46,6 +47,21 @@ std::string rank_key(const char* what, int rank) { return std::string("agentr1/"
 
 std::vector<uint8_t> bytes_of(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
+std::string diagnose_with_store(c10d::Store& store, const DistEnv& env, int64_t seq, const std::string& what,
+                                double timeout_s);
+
+// The network device Gloo binds: GLOO_SOCKET_IFNAME's interface when set (as torch
+// does), loopback when the job is on this machine, else the address this host's name
+// resolves to (createDeviceForHostname(MASTER_ADDR) would bind rank 0's address, which
+// fails on every other machine).
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname != nullptr && *ifname != '\0') return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+  if (master_addr == "127.0.0.1" || master_addr == "localhost" || master_addr == "::1")
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
 }  // namespace
 
 std::optional<DistEnv> dist_env_from_environment(const std::function<const char*(const char*)>& get_in) {
@@ -86,7 +102,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, double timeout_s) : env_(env), ti
     so.timeout = to_ms(timeout_s);
     store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
     auto go = c10d::ProcessGroupGloo::Options::create(to_ms(timeout_s));
-    go->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
+    go->devices.push_back(gloo_device(env.master_addr));
     go->threads = 1;
     pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env.rank, env.world_size, go);
   } catch (const std::exception& e) {
@@ -94,43 +110,56 @@ ProcessGroup::ProcessGroup(const DistEnv& env, double timeout_s) : env_(env), ti
                 " could not join the process group at " + where + " within " + std::to_string(timeout_s) +
                 " s: " + e.what() +
                 "\nHINT: every rank needs the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE, rank 0 must be "
-                "running and the port free on its host; `agentr1 launch --nproc N ...` sets them for one machine");
+                "running and the port free on its host (`agentr1 launch --nproc N ...` sets them for one "
+                "machine); across machines, this host's name must resolve to an address the others reach, or "
+                "set GLOO_SOCKET_IFNAME to the interface to use");
   }
-  // The heartbeat has its own connection to the store (the main thread's may be blocked).
-  heartbeat_ = std::thread([this, addr = env.master_addr, port = env.master_port] {
-    try {
-      c10d::TCPStoreOptions so;
-      so.port = static_cast<uint16_t>(port);
-      so.isServer = false;
-      so.waitWorkers = false;
-      so.timeout = std::chrono::milliseconds(5000);
-      auto hb = c10::make_intrusive<c10d::TCPStore>(addr, so);
-      const std::string key = rank_key("heartbeat", env_.rank);
-      while (!stop_heartbeat_.load()) {
-        hb->add(key, 1);
-        for (int i = 0; i < 5 && !stop_heartbeat_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The heartbeat: its own thread and connection to the store (the main thread's may be
+  // blocked in a collective), publishing a beat counter and how many collectives this
+  // rank entered (peers read both to diagnose a failure). It shares only `beat` with
+  // this object and is detached, so that a store that stops answering (rank 0 frozen)
+  // can block it without blocking this rank's exit.
+  beat_ = std::make_shared<Beat>();
+  beat_done_ = beat_->done.get_future();
+  std::thread([beat = beat_, addr = env.master_addr, port = env.master_port, rank = env.rank] {
+    c10::intrusive_ptr<c10d::TCPStore> hb;
+    int64_t published = 0;
+    while (!beat->stop.load()) {
+      try {
+        if (!hb) {
+          c10d::TCPStoreOptions so;
+          so.port = static_cast<uint16_t>(port);
+          so.isServer = false;
+          so.waitWorkers = false;
+          so.timeout = std::chrono::milliseconds(5000);
+          hb = c10::make_intrusive<c10d::TCPStore>(addr, so);
+        }
+        hb->add(rank_key("heartbeat", rank), 1);
+        const int64_t seq = beat->seq.load();
+        if (seq != published) hb->add(rank_key("entered", rank), seq - published);
+        published = seq;
+      } catch (const std::exception&) {
+        hb.reset();  // the store is unreachable for now: connect again on the next beat
       }
-    } catch (const std::exception&) {
-      // The store is gone (rank 0 exited): nothing left to beat for.
+      for (int i = 0; i < 5 && !beat->stop.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-  });
+    beat->done.set_value();
+  }).detach();
   AGENTR1_LOG(INFO) << "data parallel: rank " << env.rank << " of " << env.world_size << " joined at " << where
                     << " (Gloo, collective timeout " << timeout_s << " s)";
 }
 
 ProcessGroup::~ProcessGroup() {
-  stop_heartbeat_.store(true);
-  if (heartbeat_.joinable()) heartbeat_.join();
+  beat_->stop.store(true);
+  // Normally done within 0.5 s; a beat blocked on a store that does not answer is left
+  // behind (it holds only its shared state).
+  beat_done_.wait_for(std::chrono::seconds(2));
 }
 
 template <class F>
 void ProcessGroup::collective(const std::string& what, F&& run) {
   const int64_t seq = ++seq_;
-  try {
-    store_->add(rank_key("entered", env_.rank), 1);
-  } catch (const std::exception&) {
-    // the store is gone; the collective below fails and is diagnosed
-  }
+  beat_->seq.store(seq);  // published by the heartbeat
   try {
     run();
   } catch (const std::exception& e) {
@@ -140,7 +169,26 @@ void ProcessGroup::collective(const std::string& what, F&& run) {
 }
 
 std::string ProcessGroup::diagnose(int64_t seq, const std::string& what) {
+  // Asks the store, in a thread of its own: a frozen rank 0 leaves store calls waiting.
+  auto result = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> answer = result->get_future();
+  std::thread([result, store = store_, env = env_, seq, what, timeout_s = timeout_s_] {
+    result->set_value(diagnose_with_store(*store, env, seq, what, timeout_s));
+  }).detach();
+  if (answer.wait_for(std::chrono::seconds(12)) == std::future_status::ready) return answer.get();
+  return "  rank 0 is not responding: its rendezvous store at " + env_.master_addr + ":" +
+         std::to_string(env_.master_port) + " did not answer within 12 s (rank 0 is frozen, or its host "
+         "unreachable)\n  the run stops on every rank; resume it with the same command and --resume";
+}
+
+namespace {
+
+std::string diagnose_with_store(c10d::Store& store, const DistEnv& env, int64_t seq, const std::string& what,
+                                double timeout_s) {
   std::ostringstream os;
+  auto* store_ = &store;
+  const DistEnv& env_ = env;
+  const double timeout_s_ = timeout_s;
   try {
     store_->setTimeout(std::chrono::milliseconds(3000));
     std::vector<int> failed;
@@ -176,6 +224,8 @@ std::string ProcessGroup::diagnose(int64_t seq, const std::string& what) {
   }
   return os.str() + "  the run stops on every rank; resume it with the same command and --resume";
 }
+
+}  // namespace
 
 void ProcessGroup::all_reduce_sum(at::Tensor& t, const std::string& what) {
   collective(what, [&] {
@@ -271,11 +321,14 @@ std::vector<Trajectory> gather_trajectories(const std::vector<Trajectory>& mine,
                                                                         << indices.size() << " indices");
   json j = json::array();
   for (size_t k = 0; k < mine.size(); ++k) j.push_back({indices[k], mine[k].to_json()});
-  const std::vector<std::string> parts = pg.all_gather_bytes(j.dump(), "trajectories");
+  // CBOR keeps every float exactly, NaN and infinities included (JSON text would not).
+  const std::vector<uint8_t> cbor = json::to_cbor(j);
+  const std::vector<std::string> parts =
+      pg.all_gather_bytes(std::string(cbor.begin(), cbor.end()), "trajectories");
   std::vector<Trajectory> all(static_cast<size_t>(total));
   std::vector<uint8_t> seen(static_cast<size_t>(total), 0);
   for (size_t q = 0; q < parts.size(); ++q) {
-    const json p = json::parse(parts[q]);
+    const json p = json::from_cbor(parts[q]);
     for (const auto& e : p) {
       const int64_t t = e.at(0).get<int64_t>();
       AGENTR1_CHECK(t >= 0 && t < total && !seen[static_cast<size_t>(t)],
@@ -341,9 +394,10 @@ std::vector<std::map<std::string, double>> gather_metrics(const std::map<std::st
   json j = json::object();
   for (const auto& [k, v] : mine) j[k] = v;
   std::vector<std::map<std::string, double>> all;
-  for (const std::string& s : pg.all_gather_bytes(j.dump(), what)) {
+  const std::vector<uint8_t> cbor = json::to_cbor(j);
+  for (const std::string& s : pg.all_gather_bytes(std::string(cbor.begin(), cbor.end()), what)) {
     std::map<std::string, double> m;
-    const json parsed = json::parse(s);
+    const json parsed = json::from_cbor(s);
     for (auto it = parsed.begin(); it != parsed.end(); ++it) m[it.key()] = it->is_number() ? it->get<double>() : NAN;
     all.push_back(std::move(m));
   }
@@ -382,21 +436,32 @@ std::map<std::string, double> sum_metrics(const std::map<std::string, double>& m
 
 void GradientAllReduce::reduce(std::vector<at::Tensor>& params) {
   const auto t0 = Clock::now();
-  std::vector<at::Tensor> grads;
-  for (auto& p : params) {
-    if (!p.requires_grad()) continue;
-    if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
-    grads.push_back(p.grad());
-  }
-  if (grads.empty()) return;
-  std::vector<at::Tensor> flat_parts;
-  for (const auto& g : grads) flat_parts.push_back(g.reshape({-1}).to(at::kCPU, at::kFloat));
-  at::Tensor flat = at::cat(flat_parts);
+  // One flat buffer: every trainable parameter's gradient (zeros where this rank has
+  // none), then one flag per parameter saying whether this rank had one. A gradient no
+  // rank defined stays undefined, as in one process (AdamW then leaves the parameter be).
+  std::vector<at::Tensor*> trainable;
+  for (auto& p : params)
+    if (p.requires_grad()) trainable.push_back(&p);
+  if (trainable.empty()) return;
+  std::vector<at::Tensor> parts;
+  for (at::Tensor* p : trainable)
+    parts.push_back(p->grad().defined() ? p->grad().reshape({-1}).to(at::kCPU, at::kFloat)
+                                        : at::zeros({p->numel()}, at::kFloat));
+  at::Tensor flags = at::zeros({static_cast<int64_t>(trainable.size())}, at::kFloat);
+  for (size_t i = 0; i < trainable.size(); ++i) flags[static_cast<int64_t>(i)] = trainable[i]->grad().defined() ? 1.0f : 0.0f;
+  parts.push_back(flags);
+  at::Tensor flat = at::cat(parts);
   pg_.all_reduce_sum(flat, what_);
+  const at::Tensor summed_flags = flat.slice(0, flat.numel() - static_cast<int64_t>(trainable.size()));
   int64_t off = 0;
-  for (auto& g : grads) {
-    const int64_t n = g.numel();
-    g.copy_(flat.slice(0, off, off + n).view(g.sizes()).to(g.device(), g.scalar_type()));
+  for (size_t i = 0; i < trainable.size(); ++i) {
+    at::Tensor& p = *trainable[i];
+    const int64_t n = p.numel();
+    if (summed_flags[static_cast<int64_t>(i)].item<float>() > 0) {
+      const at::Tensor g = flat.slice(0, off, off + n).view(p.sizes()).to(p.device(), p.scalar_type());
+      if (p.grad().defined()) p.mutable_grad().copy_(g);
+      else p.mutable_grad() = g.clone();
+    }
     off += n;
   }
   seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();

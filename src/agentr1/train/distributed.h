@@ -37,6 +37,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -127,8 +128,13 @@ class ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   int64_t seq_ = 0;  // collectives entered so far
-  std::atomic<bool> stop_heartbeat_{false};
-  std::thread heartbeat_;
+  struct Beat {       // shared with the (detached) heartbeat thread
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> seq{0};
+    std::promise<void> done;
+  };
+  std::shared_ptr<Beat> beat_;
+  std::future<void> beat_done_;
 };
 
 // The rank that generates trajectory t of a step of `total` (contiguous blocks).

@@ -435,7 +435,9 @@ class ReducedCapture : public GradientReducer {
   void reduce(std::vector<at::Tensor>& params) override {
     reduce_.reduce(params);
     grads.clear();
-    for (auto& p : params) grads.push_back(p.grad().clone());
+    // Undefined where no rank has a gradient (the critic body's unused lm_head), as in
+    // one process.
+    for (auto& p : params) grads.push_back(p.grad().defined() ? p.grad().clone() : at::zeros_like(p));
   }
   GradientAllReduce reduce_;
   std::vector<at::Tensor> grads;

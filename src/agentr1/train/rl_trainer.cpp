@@ -132,6 +132,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   std::string dir = c.trainer.output_dir;
   if (dir.empty())
     dir = "runs/" + (c.trainer.run_name.empty() ? default_run_name(c.algorithm.adv_estimator) : c.trainer.run_name);
+  if (pg_) dir = pg_->all_gather_bytes(dir, "run directory")[0];  // a timestamped name: rank 0's
   run_dir_existed_ = fs::exists(dir);
   run_dir_ = std::make_unique<RunDir>(dir, /*create=*/false);  // run() creates it
   // The phases.

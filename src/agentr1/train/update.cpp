@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
 #include "agentr1/train/distributed.h"
 
 namespace agentr1::train {
@@ -128,7 +129,11 @@ Metrics run_update(const std::vector<PackedRow>& rows, const UpdateLoopOptions& 
       }
       // Data parallel: the step is collective; a non-finite loss here makes the summed
       // gradient non-finite, so every rank skips it in step().
-      if (!finite) opt.poison_gradients();
+      if (!finite) {
+        AGENTR1_LOG(WARN) << "rank " << pg->rank() << ": non-finite " << opt.name()
+                          << " loss in this rank's share of the mini-batch; every rank skips the step";
+        opt.poison_gradients();
+      }
       Metrics opt_m;
       if (opt.step(opt_m)) {
         for (const auto& kv : step_m) sum[kv.first] += kv.second;
