@@ -120,7 +120,7 @@ int run_benchmark_cmd(const BenchmarkArgs& a) {
     RecipeLayer l;
     l.name = recipe_path + " (" + o.budget + ", " + family + ")";
     l.tree = layer;
-    l.builtin_model = recipe.builtin_model;
+    l.builtin_model = train::family_builtin_model(recipe, family);
     return resolve_train_tree(a.config_file, a.overrides, a.chat_template, l).tree;
   };
   const BenchmarkResult r = run_benchmark(recipe, o, resolve);

@@ -94,13 +94,14 @@ std::vector<std::string> name_list(const json& recipe, const std::string& key) {
 }
 
 BenchmarkTask parse_task(const json& j, const std::string& what) {
-  AGENTR1_CHECK(j.is_object(), what << " must be a map with keys config, seen_eval, report_score, got "
+  AGENTR1_CHECK(j.is_object(), what << " must be a map with keys config, seen_eval, report_score, builtin_model, got "
                                     << describe_value(j));
-  check_keys(j, {"config", "seen_eval", "report_score"}, what);
+  check_keys(j, {"config", "seen_eval", "report_score", "builtin_model"}, what);
   BenchmarkTask t;
   t.config = map_at(j, "config", what);
   t.seen_eval = bool_at(j, "seen_eval", what);
   t.report_score = bool_at(j, "report_score", what);
+  t.builtin_model = map_at(j, "builtin_model", what);
   return t;
 }
 
@@ -358,6 +359,12 @@ BenchmarkRecipe parse_benchmark_recipe(const json& recipe, const MethodTable& me
     check_family(it.key(), "benchmark recipe: tasks");
     r.tasks[it.key()] = parse_task(it.value(), "benchmark recipe: tasks." + it.key());
   }
+  for (const auto& kv : r.tasks)
+    with_context("benchmark recipe: tasks." + kv.first + ".builtin_model", [&] {
+      DefaultModelOptions probe;
+      probe.apply_json(family_builtin_model(r, kv.first));
+      return 0;
+    });
   for (const auto& t : r.default_tasks)
     AGENTR1_CHECK(r.tasks.count(t), "benchmark recipe: default_tasks names '" << t << "' but tasks has no entry for it"
                                                                               << "; HINT: add tasks." << t << ": {}");
@@ -369,6 +376,14 @@ BenchmarkRecipe parse_benchmark_recipe(const json& recipe, const MethodTable& me
     AGENTR1_CHECK(r.budgets.count(b), "benchmark recipe: budgets." << b << " is missing (budgets must have quick "
                                                                    << "and default)");
   return r;
+}
+
+json family_builtin_model(const BenchmarkRecipe& recipe, const std::string& family) {
+  json out = recipe.builtin_model;
+  const auto t = recipe.tasks.find(family);
+  if (t != recipe.tasks.end())
+    for (auto it = t->second.builtin_model.begin(); it != t->second.builtin_model.end(); ++it) out[it.key()] = it.value();
+  return out;
 }
 
 json family_layer(const BenchmarkRecipe& recipe, const std::string& budget, const std::string& family) {

@@ -66,6 +66,8 @@ struct BenchmarkTask {
   json config = json::object();  // config tree for this family (e.g. data.task_kwargs)
   bool seen_eval = false;        // also evaluate on train-split layouts (ALFWorld's "seen")
   bool report_score = false;     // also report 100 x mean reward (WebShop's score)
+  json builtin_model = json::object();  // this family's built-in model: keys that replace
+                                        // the recipe's builtin_model keys (a model per family)
 };
 
 // configs/benchmark.yaml:
@@ -73,7 +75,11 @@ struct BenchmarkTask {
 //                                     the resolver builds the model)
 //   default_methods: [grpo, ...]      names from the method table (configs/compare.yaml)
 //   default_tasks: [arithmetic, ...]  names of registered task families
-//   tasks: {<family>: {config: {...}, seen_eval: bool, report_score: bool}, ...}
+//   tasks: {<family>: {config: {...}, seen_eval: bool, report_score: bool,
+//                      builtin_model: {...}}, ...}   builtin_model: keys that replace
+//                                     the top-level builtin_model's for this family
+//                                     (key by key, e.g. its own dir and tasks: one model
+//                                     per family)
 //   budgets: {quick: {config: {...}, tasks: {<family>: {...config tree...}}},
 //             default: {...}}
 // Rules: exactly these top-level keys (builtin_model optional); every default task has an
@@ -89,6 +95,10 @@ struct BenchmarkRecipe {
   std::map<std::string, BenchmarkBudget> budgets;
 };
 BenchmarkRecipe parse_benchmark_recipe(const json& recipe, const MethodTable& methods);
+
+// The built-in model options of `family`: the recipe's builtin_model with the family's
+// builtin_model keys replacing it key by key (a family without any gets the shared one).
+json family_builtin_model(const BenchmarkRecipe& recipe, const std::string& family);
 
 struct BenchmarkOptions {
   MethodTable method_table;            // the known methods (configs/compare.yaml; required)

@@ -136,6 +136,25 @@ TEST(BenchmarkRecipeTest, ErrorsNameTheKeyAndTheRule) {
   EXPECT_TRUE(has(e, "builtin_model") && has(e, "unknown built-in model option 'demoz'")) << e;
   e = err([](json& j) { j.erase("budgets"); });
   EXPECT_TRUE(has(e, "budgets is missing")) << e;
+  e = err([](json& j) { j["tasks"]["hotpotqa"]["builtin_model"] = {{"sft_epochz", 4}}; });
+  EXPECT_TRUE(has(e, "tasks.hotpotqa.builtin_model") && has(e, "unknown built-in model option 'sft_epochz'")) << e;
+  e = err([](json& j) { j["tasks"]["hotpotqa"]["builtin_model"] = 4; });
+  EXPECT_TRUE(has(e, "tasks.hotpotqa.builtin_model must be a map")) << e;
+  // A model per family: the family's keys replace the shared ones key by key (its tasks
+  // map replaces the shared tasks map, it is not merged into it).
+  {
+    json j = shipped_recipe_json();
+    j["builtin_model"] = {{"dir", "runs/_builtin/shared"}, {"sft_lr", 0.002},
+                          {"tasks", {{"arithmetic", {{"demos", 8}}}, {"hotpotqa", {{"demos", 8}}}}}};
+    j["tasks"]["hotpotqa"]["builtin_model"] = {{"dir", "runs/_builtin/hotpot"},
+                                               {"tasks", {{"hotpotqa", {{"demos", 96}}}}}};
+    const BenchmarkRecipe fr = parse_benchmark_recipe(j, methods);
+    const json hot = family_builtin_model(fr, "hotpotqa");
+    EXPECT_EQ(hot["dir"], "runs/_builtin/hotpot");
+    EXPECT_EQ(hot["sft_lr"], 0.002);
+    EXPECT_EQ(hot["tasks"], json({{"hotpotqa", {{"demos", 96}}}}));
+    EXPECT_EQ(family_builtin_model(fr, "arithmetic"), j["builtin_model"]);
+  }
   // Names used at run time.
   const BenchmarkRecipe r = parse_benchmark_recipe(shipped_recipe_json(), methods);
   e = error_of([&] { family_layer(r, "slow", "arithmetic"); });
