@@ -100,18 +100,31 @@ done
 slow=(model.path="$tmp/model" trainer.save_freq=1 trainer.test_freq=0 data.train_batch_size=4 data.val_size=4
       rollout.n=3 rollout.val_k=0 rollout.max_new_tokens=8 rollout.max_prompt_tokens=2048 rollout.max_steps=2
       rollout.temperature=1.0 trainer.progress=false rollout.env_latency_ms=[100] trainer.output_dir="$tmp/kill")
-port=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
-    "$bin" train "${slow[@]}" trainer.total_steps=40 trainer.dist.timeout_s=60 >"$tmp/kill$r.log" 2>&1 &
-  pids[$r]=$!
-done
-for _ in $(seq 1 300); do grep -q '"step":3,' "$tmp/kill/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
-kill -9 "${pids[1]}"
-start=$(date +%s.%N)
-wait "${pids[0]}"
-rc=$?
-took=$(python3 -c "print(round($(date +%s.%N) - $start, 1))")
+# Two ranks started by hand (as a cluster scheduler would), each with its own log
+# NAME0.log / NAME1.log; pids[0] and pids[1] are theirs.
+start_ranks() {  # start_ranks NAME TRAIN_ARGS...
+  local name=$1 port r
+  shift
+  port=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
+      "$bin" train "$@" >"$tmp/$name$r.log" 2>&1 &
+    pids[$r]=$!
+  done
+}
+# Waits until RUN has logged STEP, sends SIGNAL to rank 1, then waits for rank 0:
+# sets rc (rank 0's exit code) and took (seconds after the signal).
+signal_rank1_after_step() {  # signal_rank1_after_step RUN STEP SIGNAL
+  for _ in $(seq 1 300); do grep -q "\"step\":$2," "$1/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+  kill "-$3" "${pids[1]}"
+  local start
+  start=$(date +%s.%N)
+  wait "${pids[0]}"
+  rc=$?
+  took=$(python3 -c "print(round($(date +%s.%N) - $start, 1))")
+}
+start_ranks kill "${slow[@]}" trainer.total_steps=40 trainer.dist.timeout_s=60
+signal_rank1_after_step "$tmp/kill" 3 KILL
 echo "     rank 0 exited with $rc, $took s after rank 1 was killed"
 check "killed rank: the survivor exits non-zero" test "$rc" -ne 0
 check "killed rank: within 15 s (timeout 60 s: a closed connection is seen at once)" \
@@ -126,19 +139,9 @@ sys.exit(0 if steps == list(range(1, 9)) else (print(steps) or 1))
 EOF
 
 # 3. A rank that hangs: stopped, so it never reaches the next collective.
-port=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
 hang=("${slow[@]/%kill/hang}")
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
-    "$bin" train "${hang[@]}" trainer.total_steps=40 trainer.dist.timeout_s=4 >"$tmp/hang$r.log" 2>&1 &
-  pids[$r]=$!
-done
-for _ in $(seq 1 300); do grep -q '"step":2,' "$tmp/hang/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
-kill -STOP "${pids[1]}"
-start=$(date +%s.%N)
-wait "${pids[0]}"
-rc=$?
-took=$(python3 -c "print(round($(date +%s.%N) - $start, 1))")
+start_ranks hang "${hang[@]}" trainer.total_steps=40 trainer.dist.timeout_s=4
+signal_rank1_after_step "$tmp/hang" 2 STOP
 kill -9 "${pids[1]}" 2>/dev/null
 echo "     rank 0 exited with $rc, $took s after rank 1 stopped (timeout 4 s)"
 check "hung rank: the survivor fails within timeout + 10 s" python3 -c "import sys; sys.exit(0 if $rc != 0 and $took < 14 else 1)"

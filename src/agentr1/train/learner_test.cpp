@@ -137,6 +137,19 @@ model::Transformer copy_of(model::Transformer& m) {
   return c;
 }
 
+// An actor whose gradient has every term (clipped surrogate, KL loss, entropy) and whose
+// step barely moves the weights; no clipping of the norm.
+ActorOptions gradient_test_options(const char* loss_agg_mode) {
+  ActorOptions o;
+  o.loss_agg_mode = loss_agg_mode;
+  o.optim.lr = 1e-6;
+  o.optim.grad_clip = 0;
+  o.use_kl_loss = true;
+  o.kl_loss_coef = 0.1;
+  o.entropy_coeff = 0.01;
+  return o;
+}
+
 const char* kAggModes[] = {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"};
 
 TEST(MicroBatchingTest, ActorMicroBatchOfOneEqualsTheWholeMiniBatch) {
@@ -147,13 +160,7 @@ TEST(MicroBatchingTest, ActorMicroBatchOfOneEqualsTheWholeMiniBatch) {
     std::vector<at::Tensor> grads[2];
     double loss[2] = {0, 0}, kl[2] = {0, 0};
     for (int k = 0; k < 2; ++k) {
-      ActorOptions o;
-      o.loss_agg_mode = mode;
-      o.optim.lr = 1e-6;
-      o.optim.grad_clip = 0;
-      o.use_kl_loss = true;
-      o.kl_loss_coef = 0.1;
-      o.entropy_coeff = 0.01;
+      ActorOptions o = gradient_test_options(mode);
       o.temperature = 0.8;
       o.loop.micro_batch_size = k == 0 ? 1 : 64;
       o.loop.min_shared_prefix = k == 0 ? 0 : 4;  // the whole batch also shares its prefix
@@ -453,13 +460,7 @@ TEST(DataParallelTest, ActorRanksSumToTheWholeBatch) {
     model::Transformer base = spicy_model(tiny_config(model::Arch::kQwen3), 31);
     const auto rows = make_rows(base, 9);
     auto options = [&] {
-      ActorOptions o;
-      o.loss_agg_mode = mode;
-      o.optim.lr = 1e-6;
-      o.optim.grad_clip = 0;
-      o.use_kl_loss = true;
-      o.kl_loss_coef = 0.1;
-      o.entropy_coeff = 0.01;
+      ActorOptions o = gradient_test_options(mode);
       o.loop.micro_batch_size = 1;
       o.loop.ppo_mini_batch_size = 2;
       return o;

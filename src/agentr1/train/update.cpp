@@ -79,25 +79,29 @@ Metrics run_update(const std::vector<PackedRow>& rows, const UpdateLoopOptions& 
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     for (const auto& whole : minis) {
       // The weights' denominators come from the whole mini-batch (every rank has it).
+      std::vector<double> units(whole.size());
       double mini_units = 0;
       int64_t mini_rows = 0;
       size_t longest = 0;
-      for (const auto& r : whole) {
-        const double u = spec.units(r);
-        mini_units += u;
-        mini_rows += u > 0;
-        longest = std::max(longest, r.tokens.size());
+      for (size_t i = 0; i < whole.size(); ++i) {
+        units[i] = spec.units(whole[i]);
+        mini_units += units[i];
+        mini_rows += units[i] > 0;
+        longest = std::max(longest, whole[i].tokens.size());
       }
       if (mini_units == 0) continue;
       std::vector<PackedRow> share;
-      if (pg != nullptr) {
+      if (pg != nullptr) {  // this rank's rows, and their units
         const std::vector<uint8_t> mine = update_share(whole, pg->rank(), pg->world_size());
+        std::vector<double> share_units;
         for (size_t i = 0; i < whole.size(); ++i)
-          if (mine[i]) share.push_back(whole[i]);
+          if (mine[i]) {
+            share.push_back(whole[i]);
+            share_units.push_back(units[i]);
+          }
+        units = std::move(share_units);
       }
       const std::vector<PackedRow>& mini = pg != nullptr ? share : whole;
-      std::vector<double> units(mini.size());
-      for (size_t i = 0; i < mini.size(); ++i) units[i] = spec.units(mini[i]);
       const double norm_len = spec.norm_len > 0 ? spec.norm_len : static_cast<double>(longest) - 1.0;
       opt.zero_grad();
       Metrics step_m;
