@@ -201,4 +201,24 @@ check "benchmark: names the method" grep -q "unknown comparison method 'dpo'; kn
 check "benchmark: method listed twice" one_line_error benchmark --methods grpo,grpo --quick --out "$tmp/bench"
 check "benchmark: missing data dir" one_line_error_with_data_dir /nonexistent benchmark --out "$tmp/bench"
 check "benchmark: wrote nothing" test ! -e "$tmp/bench"
+check "benchmark: --jobs 0" one_line_error benchmark --jobs 0 --out "$tmp/bench"
+check "benchmark: --jobs 0 names the rule" grep -q "jobs must be in 1..64" "$tmp/err"
+check "benchmark: --jobs with --cells-only" one_line_error benchmark --jobs 2 --cells-only --out "$tmp/bench"
+# --jobs 2: two cells in two worker processes (a log each, cores/2 threads each), then the
+# tables; the same command without --jobs reuses both cells (the thread count aside).
+tiny=(model.path="$tmp/rpmodel" trainer.total_steps=1 trainer.test_freq=1 data.train_batch_size=2 rollout.n=2
+  data.val_size=2 actor.ppo_mini_batch_size=0 rollout.max_new_tokens=8 trainer.progress=false
+  trainer.dump_trajectories=0)
+"$bin" benchmark --jobs 2 --quick --tasks arithmetic --methods grpo,rloo --out "$tmp/bj" --no-plot "${tiny[@]}" \
+  >"$tmp/bj.out" 2>"$tmp/bj.err"
+check "benchmark --jobs 2: runs" test $? -eq 0
+check "benchmark --jobs 2: a log per cell" test -s "$tmp/bj/logs/arithmetic.grpo.log" -a -s "$tmp/bj/logs/arithmetic.rloo.log"
+check "benchmark --jobs 2: says so" grep -q "2 cell(s) to run (0 reused) on 2 worker(s)" "$tmp/bj.err"
+threads=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
+check "benchmark --jobs 2: cores/2 threads per worker" grep -q "threads: $threads\$" "$tmp/bj/arithmetic/rloo/config.yaml"
+check "benchmark --jobs 2: the table has both" grep -q "| rloo |" "$tmp/bj/benchmark.md"
+check "benchmark --jobs 2: and the baseline" grep -q "| training-free baseline |" "$tmp/bj/benchmark.md"
+"$bin" benchmark --quick --tasks arithmetic --methods grpo,rloo --out "$tmp/bj" --no-plot "${tiny[@]}" \
+  >"$tmp/bj2.out" 2>"$tmp/bj2.err"
+check "benchmark: reuses the workers' cells" test "$(grep -c 'reusing the complete run' "$tmp/bj2.err")" -eq 2
 exit $fail

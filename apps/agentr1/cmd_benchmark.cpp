@@ -4,18 +4,30 @@
 // checkpoint, seeds and budget (train/benchmark.h). Writes <out>/benchmark.{md,json}, a
 // validation-curve PNG per family (<out>/<family>/val_success.png) and a summary PNG of
 // final success per family and method (<out>/summary.png).
-// The budgets, families and built-in model come from configs/benchmark.yaml, the methods
-// from configs/compare.yaml (both in the data dir, see data_dir.h).
+// The budgets, families and built-in models come from configs/benchmark.yaml, the methods
+// from configs/compare.yaml (both in the data dir, see data_dir.h). --jobs N runs N cells
+// at once, each in a worker process of this binary (`benchmark --cells-only --tasks F
+// --methods M`, cores/N torch threads, log in <out>/logs/), then writes the tables from a
+// pass that reuses every cell.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <chrono>
+#include <fstream>
+#include <map>
 #include <sstream>
+#include <thread>
+
+#include <sys/wait.h>
 
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
+#include "agentr1/train/run_dir.h"
 #include "agentr1/train/benchmark.h"
 #include "agentr1/train/compare.h"
+#include "child_process.h"
 #include "command.h"
 #include "data_dir.h"
 #include "plot.h"
@@ -33,6 +45,8 @@ struct BenchmarkArgs {
   bool quick = false;
   bool no_plot = false;
   bool overwrite = false;
+  bool cells_only = false;
+  int jobs = 1;
   std::string chat_template;
 };
 
@@ -98,6 +112,96 @@ BarPlot summary_plot(const train::BenchmarkResult& r) {
   return b;
 }
 
+// The last lines of a text file (a failed worker's log), indented.
+std::string log_tail(const std::string& path, size_t lines) {
+  std::ifstream f(path);
+  std::vector<std::string> all;
+  for (std::string l; std::getline(f, l);) all.push_back(l);
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += "    " + all[i] + "\n";
+  return out;
+}
+
+// --jobs N: the cells to run go to N worker processes (`agentr1 benchmark --cells-only
+// --tasks F --methods M ...`, each with cores / N torch threads and its log in
+// <out>/logs/<task>.<method>.log), longest families first; the built-in models were built
+// by the caller's plan. Returns 0 when every cell finished, else the first failure's code
+// (the running cells finish; no new one starts).
+int run_cells_in_workers(const BenchmarkArgs& a, const std::vector<train::BenchmarkCell>& cells) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::max(1, cores / a.jobs);
+  bool user_threads = false;
+  for (const auto& o : a.overrides) user_threads = user_threads || o.rfind("trainer.threads=", 0) == 0;
+  std::vector<const train::BenchmarkCell*> queue;
+  for (const auto& c : cells)
+    if (!c.reuse) queue.push_back(&c);
+  const std::string log_dir = a.out + "/logs";
+  train::make_dirs(log_dir);
+  std::cerr << "agentr1 benchmark: " << queue.size() << " cell(s) to run (" << cells.size() - queue.size()
+            << " reused) on " << a.jobs << " worker(s) with " << (user_threads ? "the given" : std::to_string(threads))
+            << " torch thread(s) each; logs in " << log_dir << "/\n";
+  const std::string program = self_exe();
+  std::vector<std::string> env = environment_without({"OMP_NUM_THREADS"});
+  env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+  forward_stop_signals();
+  struct Running {
+    const train::BenchmarkCell* cell;
+    std::string log;
+    std::chrono::steady_clock::time_point start;
+  };
+  std::map<pid_t, Running> running;
+  size_t next = 0, done = 0;
+  int first_code = 0;
+  while (next < queue.size() || !running.empty()) {
+    while (first_code == 0 && !stop_signalled() && next < queue.size() && static_cast<int>(running.size()) < a.jobs) {
+      const train::BenchmarkCell& c = *queue[next++];
+      std::vector<std::string> argv{"agentr1", "benchmark", "--cells-only",
+                                    "--tasks", c.family, "--methods", c.method, "--out", a.out, "--no-plot"};
+      if (a.quick) argv.push_back("--quick");
+      if (a.overwrite) argv.push_back("--overwrite");
+      if (!a.config_file.empty()) argv.insert(argv.end(), {"--config", a.config_file});
+      if (!a.chat_template.empty()) argv.insert(argv.end(), {"--chat-template", a.chat_template});
+      argv.insert(argv.end(), a.overrides.begin(), a.overrides.end());
+      if (!user_threads) argv.push_back("trainer.threads=" + std::to_string(threads));
+      const std::string log = log_dir + "/" + c.family + "." + c.method + ".log";
+      const pid_t pid = spawn_child(program, argv, env, log);
+      running[pid] = Running{&c, log, std::chrono::steady_clock::now()};
+      std::cerr << "agentr1 benchmark: started " << c.family << " / " << c.method << " (pid " << pid << ")\n";
+    }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    const auto it = running.find(pid);
+    if (it == running.end()) continue;
+    forget_child(pid);
+    const Running r = it->second;
+    running.erase(it);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.start).count();
+    const int code = exit_code_of(status);
+    if (code == 0) {
+      std::cerr << "agentr1 benchmark: finished " << r.cell->family << " / " << r.cell->method << " in "
+                << static_cast<int>(s) << " s (" << ++done << "/" << queue.size() << ")\n";
+      continue;
+    }
+    if (first_code == 0) first_code = code;
+    if (stop_signalled() && (code == 130 || code == 143)) {
+      std::cerr << "agentr1 benchmark: " << r.cell->family << " / " << r.cell->method << " stopped (exit code "
+                << code << "); its run directory keeps its last checkpoint\n";
+      continue;
+    }
+    std::cerr << "agentr1 benchmark: " << r.cell->family << " / " << r.cell->method << " " << describe_status(status)
+              << " after " << static_cast<int>(s) << " s; its log (" << r.log << ") ends:\n"
+              << log_tail(r.log, 15);
+    if (!running.empty())
+      std::cerr << "agentr1 benchmark: no new cell starts; waiting for the " << running.size()
+                << " running one(s) to finish (their runs are kept)\n";
+  }
+  return first_code;
+}
+
 int run_benchmark_cmd(const BenchmarkArgs& a) {
   using namespace agentr1::train;
   const CompareRecipe methods = load_compare_recipe();
@@ -123,7 +227,23 @@ int run_benchmark_cmd(const BenchmarkArgs& a) {
     l.builtin_model = train::family_builtin_model(recipe, family);
     return resolve_train_tree(a.config_file, a.overrides, a.chat_template, l).tree;
   };
+  AGENTR1_CHECK(a.jobs >= 1 && a.jobs <= 64, "benchmark: --jobs must be in 1..64, got " << a.jobs);
+  AGENTR1_CHECK(!(a.jobs > 1 && a.cells_only), "benchmark: --cells-only is what --jobs workers run; give one of them");
+  if (a.jobs > 1) {
+    // Every family resolved (built-in models built, one at a time) and every cell
+    // checked here, before a worker starts; then the tables from a pass that reuses
+    // every cell (and runs the baselines' seen evaluations).
+    const std::vector<BenchmarkCell> cells = plan_benchmark(recipe, o, resolve);
+    const int code = run_cells_in_workers(a, cells);
+    if (code != 0) {
+      std::cerr << "agentr1 benchmark: not every cell finished; the same command runs the missing ones again\n";
+      return code;
+    }
+    o.overwrite = false;
+  }
+  o.cells_only = a.cells_only;
   const BenchmarkResult r = run_benchmark(recipe, o, resolve);
+  if (a.cells_only) return 0;
   std::string plots;
   for (const auto& f : r.families) {
     const PlotFiles pf = write_line_plot(family_plot(f), o.out_dir + "/" + f.family, "val_success", !a.no_plot);
@@ -168,6 +288,13 @@ Registrar reg("benchmark",
                 app.add_option("--config", a->config_file, "YAML config shared by every run");
                 app.add_flag("--overwrite", a->overwrite,
                              "run every cell again (default: complete runs of the same config in --out are reused)");
+                app.add_option("--jobs", a->jobs,
+                               "run N cells at once, each in its own process with cores/N torch threads "
+                               "(logs in <out>/logs/); then the tables as with 1")
+                    ->capture_default_str();
+                app.add_flag("--cells-only", a->cells_only,
+                             "run (or reuse) the cells only: no tables, no baseline seen evaluation "
+                             "(what --jobs workers run)");
                 app.add_flag("--no-plot", a->no_plot, "skip running gnuplot (the .dat and .gp files are still written)");
                 app.add_option("--chat-template", a->chat_template,
                                "built-in default only: tokenizer_config.json holding the Qwen3 chat template "
@@ -177,6 +304,7 @@ Registrar reg("benchmark",
                 app.footer(
                     "Examples:\n  agentr1 benchmark --quick\n"
                     "  agentr1 benchmark --tasks arithmetic,alfworld --methods grpo,ppo --out runs/bench\n"
+                    "  agentr1 benchmark --jobs 2      # two cells at a time, one core each on 2 cores\n"
                     "Re-running the same command reuses complete runs (interrupted ones start over).");
                 return [a]() { return run_benchmark_cmd(*a); };
               });

@@ -14,7 +14,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +26,7 @@
 #include <thread>
 
 #include "agentr1/core/error.h"
+#include "child_process.h"
 #include "command.h"
 
 namespace agentr1::cli {
@@ -41,19 +41,6 @@ struct LaunchArgs {
   double grace_s = 30;
   std::vector<std::string> command;
 };
-
-// The children, for the signal handler (async-signal-safe: a fixed array and kill()).
-constexpr int kMaxProcs = 1024;
-pid_t g_children[kMaxProcs];
-volatile sig_atomic_t g_n_children = 0;
-
-volatile sig_atomic_t g_signalled = 0;
-
-void forward_signal(int sig) {
-  g_signalled = 1;
-  for (int i = 0; i < g_n_children; ++i)
-    if (g_children[i] > 0) kill(g_children[i], sig);
-}
 
 // A port that was free a moment ago on `addr` (the kernel's pick for port 0).
 int free_port(const std::string& addr) {
@@ -78,21 +65,9 @@ bool is_agentr1_command(const std::string& word) {
   return false;
 }
 
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
-  return "stopped (status " + std::to_string(status) + ")";
-}
-
-int exit_code_of(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
-
 int run_launch(const LaunchArgs& a) {
   AGENTR1_CHECK(!a.command.empty(), "launch: no command to run; e.g. agentr1 launch --nproc 2 train");
-  AGENTR1_CHECK(a.nproc >= 1 && a.nproc <= kMaxProcs, "launch: --nproc must be in 1.." << kMaxProcs << ", got "
+  AGENTR1_CHECK(a.nproc >= 1 && a.nproc <= kMaxChildren, "launch: --nproc must be in 1.." << kMaxChildren << ", got "
                                                                                        << a.nproc);
   AGENTR1_CHECK(a.nnodes >= 1, "launch: --nnodes must be >= 1, got " << a.nnodes);
   AGENTR1_CHECK(a.node_rank >= 0 && a.node_rank < a.nnodes,
@@ -112,11 +87,7 @@ int run_launch(const LaunchArgs& a) {
   std::vector<std::string> argv_s;
   std::string program;
   if (is_agentr1_command(a.command[0])) {
-    char self[4096];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    AGENTR1_CHECK(n > 0, "launch: cannot find this program's path (/proc/self/exe)");
-    self[n] = '\0';
-    program = self;
+    program = self_exe();
     argv_s.push_back("agentr1");
   } else {
     program = a.command[0];
@@ -124,32 +95,15 @@ int run_launch(const LaunchArgs& a) {
   for (const auto& w : a.command) argv_s.push_back(w);  // argv[0]: "agentr1", or the program
 
   // Signals go to the children from the moment the first one exists.
-  struct sigaction sa{};
-  sa.sa_handler = forward_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  forward_stop_signals();
 
   std::cerr << "agentr1 launch: " << a.nproc << " rank(s) on this node (node " << a.node_rank << " of " << a.nnodes
             << ", world size " << world << "), rendezvous at " << a.master_addr << ":" << port << "\n";
-  const pid_t launcher = getpid();
-  std::vector<char*> argv;
-  for (auto& w : argv_s) argv.push_back(w.data());
-  argv.push_back(nullptr);
+  std::vector<pid_t> children;
   for (int local = 0; local < a.nproc; ++local) {
     const int rank = a.node_rank * a.nproc + local;
-    // The child's environment, built before fork (the child only calls exec-safe functions).
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      const std::string key = kv.substr(0, kv.find('='));
-      if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "LOCAL_WORLD_SIZE" ||
-          key == "GROUP_RANK" || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
-          false)
-        continue;
-      env_s.push_back(kv);
-    }
+    std::vector<std::string> env_s = environment_without(
+        {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"});
     env_s.push_back("RANK=" + std::to_string(rank));
     env_s.push_back("WORLD_SIZE=" + std::to_string(world));
     env_s.push_back("LOCAL_RANK=" + std::to_string(local));
@@ -158,39 +112,7 @@ int run_launch(const LaunchArgs& a) {
     env_s.push_back("MASTER_ADDR=" + a.master_addr);
     env_s.push_back("MASTER_PORT=" + std::to_string(port));
     if (std::getenv("OMP_NUM_THREADS") == nullptr) env_s.push_back("OMP_NUM_THREADS=" + omp);
-    std::vector<char*> envp;
-    for (auto& kv : env_s) envp.push_back(kv.data());
-    envp.push_back(nullptr);
-    // Signals wait until the child is recorded (a handler running in the child between
-    // fork and exec would signal its siblings with a stale list).
-    sigset_t block, old_mask;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigprocmask(SIG_BLOCK, &block, &old_mask);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      // Its own process group: a terminal's Ctrl-C reaches the launcher only, which
-      // forwards it once (twice would be "press Ctrl-C again to quit now" for a run).
-      setpgid(0, 0);
-      // And it goes when the launcher goes, even if that one is killed with SIGKILL.
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != launcher) _exit(143);
-      if (program.find('/') != std::string::npos) execve(program.c_str(), argv.data(), envp.data());
-      else execvpe(program.c_str(), argv.data(), envp.data());
-      const char msg[] = "agentr1 launch: cannot run the command (exec failed)\n";
-      (void)!write(2, msg, sizeof(msg) - 1);
-      _exit(127);
-    }
-    if (pid > 0) {
-      g_children[local] = pid;
-      g_n_children = local + 1;
-    }
-    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-    AGENTR1_CHECK(pid >= 0, "launch: fork(): " << std::strerror(errno));
+    children.push_back(with_context("launch", [&] { return spawn_child(program, argv_s, env_s); }));
   }
 
   using Clock = std::chrono::steady_clock;
@@ -205,14 +127,15 @@ int run_launch(const LaunchArgs& a) {
     if (pid > 0) {
       int local = -1;
       for (int i = 0; i < a.nproc; ++i)
-        if (g_children[i] == pid) local = i;
+        if (children[i] == pid) local = i;
       if (local < 0) continue;
-      g_children[local] = 0;
+      children[local] = 0;
+      forget_child(pid);
       alive--;
       const int rank = a.node_rank * a.nproc + local;
       const int code = exit_code_of(status);
       // A stop the launcher forwarded (Ctrl-C, SIGTERM): 130 / 143 is the rank's clean stop.
-      const bool clean_stop = g_signalled && (code == 130 || code == 143);
+      const bool clean_stop = stop_signalled() && (code == 130 || code == 143);
       if (clean_stop) {
         std::cerr << "agentr1 launch: rank " << rank << " stopped (exit code " << code << ")\n";
         if (first_code == 0) first_code = code;
@@ -236,11 +159,11 @@ int run_launch(const LaunchArgs& a) {
       if (!termed && since >= a.grace_s) {
         std::cerr << "agentr1 launch: " << alive << " rank(s) still running " << a.grace_s
                   << " s after the failure; sending SIGTERM\n";
-        forward_signal(SIGTERM);
+        signal_children(SIGTERM);
         termed = true;
       } else if (termed && !killed && since >= a.grace_s + 10) {
         std::cerr << "agentr1 launch: sending SIGKILL to the " << alive << " remaining rank(s)\n";
-        forward_signal(SIGKILL);
+        signal_children(SIGKILL);
         killed = true;
       }
     }

@@ -163,6 +163,26 @@ bool run_complete(const std::string& dir, int64_t total_steps) {
          latest_checkpoint(dir + "/checkpoints").has_value();
 }
 
+// config.yaml at `path` is `tree` written out, trainer.threads aside (how many cores a run
+// had does not make it another experiment: `benchmark --jobs` workers run with fewer).
+bool same_config_but_threads(const std::string& path, const json& tree) {
+  const std::string text = read_text_file(path);
+  if (text == to_yaml(tree)) return true;
+  json have;
+  try {
+    have = yaml_to_json(text);
+  } catch (const std::exception&) {
+    return false;
+  }
+  const json* threads = nullptr;
+  if (have.is_object() && have.contains("trainer") && have["trainer"].is_object() && have["trainer"].contains("threads"))
+    threads = &have["trainer"]["threads"];
+  if (threads == nullptr) return false;
+  json t = tree;
+  t["trainer"]["threads"] = *threads;
+  return text == to_yaml(t);
+}
+
 enum class CellPlan { kRun, kReuse };
 
 // What to do with one (family, method) cell; see the header's "Resuming". Throws Error for
@@ -170,7 +190,7 @@ enum class CellPlan { kRun, kReuse };
 CellPlan plan_cell(const json& tree, const std::string& dir, bool overwrite, const std::string& family,
                    const std::string& method) {
   if (overwrite || !holds_run(dir)) return CellPlan::kRun;
-  const bool same_config = fs::exists(dir + "/config.yaml") && read_text_file(dir + "/config.yaml") == to_yaml(tree);
+  const bool same_config = fs::exists(dir + "/config.yaml") && same_config_but_threads(dir + "/config.yaml", tree);
   AGENTR1_CHECK(same_config, "benchmark: '" << dir << "' already holds a run of " << family << " / " << method
                                             << " made with another config (its config.yaml differs); HINT: "
                                             << "--overwrite to run every cell again, or --out DIR");
@@ -408,23 +428,26 @@ json family_layer(const BenchmarkRecipe& recipe, const std::string& budget, cons
   return layer;
 }
 
-BenchmarkResult run_benchmark(const BenchmarkRecipe& recipe, const BenchmarkOptions& opts,
-                              const ResolveTree& resolve) {
+namespace {
+
+struct FamilyPlan {
+  std::string family;
+  json tree;
+  std::vector<CellPlan> cells;
+};
+
+// Every family's tree and every cell's config and directory, checked before the first
+// (long) run starts.
+std::vector<FamilyPlan> make_plans(const BenchmarkRecipe& recipe, const BenchmarkOptions& opts,
+                                   const ResolveTree& resolve) {
   check_methods(opts.method_table, opts.methods);
   AGENTR1_CHECK(!opts.tasks.empty(), "benchmark: no tasks given");
   for (size_t i = 0; i < opts.tasks.size(); ++i)
     for (size_t k = 0; k < i; ++k)
       AGENTR1_CHECK(opts.tasks[k] != opts.tasks[i], "benchmark: task '" << opts.tasks[i] << "' is listed twice");
-  // Every family's tree and every cell's config and directory are checked before the
-  // first (long) run starts.
-  struct Plan {
-    std::string family;
-    json tree;
-    std::vector<CellPlan> cells;
-  };
-  std::vector<Plan> plans;
+  std::vector<FamilyPlan> plans;
   for (const std::string& family : opts.tasks) {
-    Plan p;
+    FamilyPlan p;
     p.family = family;
     const json layer = family_layer(recipe, opts.budget, family);
     p.tree = with_context("benchmark task '" + family + "'", [&] { return resolve(family, layer); });
@@ -443,13 +466,31 @@ BenchmarkResult run_benchmark(const BenchmarkRecipe& recipe, const BenchmarkOpti
     }
     plans.push_back(std::move(p));
   }
+  return plans;
+}
+
+}  // namespace
+
+std::vector<BenchmarkCell> plan_benchmark(const BenchmarkRecipe& recipe, const BenchmarkOptions& opts,
+                                          const ResolveTree& resolve) {
+  std::vector<BenchmarkCell> cells;
+  for (const FamilyPlan& p : make_plans(recipe, opts, resolve))
+    for (size_t i = 0; i < opts.methods.size(); ++i)
+      cells.push_back(BenchmarkCell{p.family, opts.methods[i], opts.out_dir + "/" + p.family + "/" + opts.methods[i],
+                                    p.cells[i] == CellPlan::kReuse});
+  return cells;
+}
+
+BenchmarkResult run_benchmark(const BenchmarkRecipe& recipe, const BenchmarkOptions& opts,
+                              const ResolveTree& resolve) {
+  const std::vector<FamilyPlan> plans = make_plans(recipe, opts, resolve);
 
   BenchmarkResult res;
   res.out_dir = opts.out_dir;
   res.budget = opts.budget;
   make_dirs(opts.out_dir);
   for (size_t fi = 0; fi < plans.size(); ++fi) {
-    const Plan& p = plans[fi];
+    const FamilyPlan& p = plans[fi];
     const std::string family_dir = opts.out_dir + "/" + p.family;
     const BenchmarkTask& task = recipe.tasks.at(p.family);
     AGENTR1_LOG(INFO) << "benchmark: task " << fi + 1 << "/" << plans.size() << ": " << p.family;
@@ -464,6 +505,7 @@ BenchmarkResult run_benchmark(const BenchmarkRecipe& recipe, const BenchmarkOpti
       co.out_dir = family_dir;
       co.kind = CompareKind::kMethods;
       co.overwrite = true;  // the cells were checked above: nothing else is replaced
+      co.write_tables = false;  // written below (with the reused cells and seen columns)
       ran = with_context("benchmark task '" + p.family + "'", [&] { return run_comparison(p.tree, co); });
     }
     FamilyResult f;
@@ -492,7 +534,8 @@ BenchmarkResult run_benchmark(const BenchmarkRecipe& recipe, const BenchmarkOpti
       // The baseline's cached result stands only when every cell was reused (so the
       // config is the one it was made with).
       const bool all_reused = std::all_of(f.reused.begin(), f.reused.end(), [](bool b) { return b; });
-      f.baseline_seen = seen_eval(cfg, cfg.model.path, family_dir + "/baseline_seen_eval.json", all_reused);
+      if (!opts.cells_only)
+        f.baseline_seen = seen_eval(cfg, cfg.model.path, family_dir + "/baseline_seen_eval.json", all_reused);
       for (size_t i = 0; i < opts.methods.size(); ++i) {
         const std::string dir = family_dir + "/" + opts.methods[i];
         const TrainConfig mc = load_train_config(method_tree(p.tree, opts.method_table, opts.methods[i], dir));
@@ -502,11 +545,13 @@ BenchmarkResult run_benchmark(const BenchmarkRecipe& recipe, const BenchmarkOpti
         f.seen.push_back(seen_eval(mc, *ck, dir + "/seen_eval.json", /*may_reuse=*/f.reused[i]));
       }
     }
-    RunDir fd(family_dir);
-    fd.write_text("comparison.md", format_comparison(f.comparison));
-    fd.write_json("comparison.json", family_json(f));
+    if (!opts.cells_only) {
+      RunDir fd(family_dir);
+      fd.write_text("comparison.md", format_comparison(f.comparison));
+      fd.write_json("comparison.json", family_json(f));
+    }
     res.families.push_back(std::move(f));
-    write_outputs(res);  // after every family: an interrupted benchmark keeps the finished tables
+    if (!opts.cells_only) write_outputs(res);  // after every family: an interrupted benchmark keeps the finished tables
   }
   return res;
 }

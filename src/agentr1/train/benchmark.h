@@ -34,7 +34,7 @@
 //
 // Resuming (without overwrite): a cell whose run directory holds a complete run (summary.json
 // with its final validation at trainer.total_steps) made from the same config (config.yaml
-// equals the one this cell would write) is reused, not run again; a cell holding an
+// equals the one this cell would write, trainer.threads aside: a resource setting) is reused, not run again; a cell holding an
 // interrupted run of the same config is started over (a WARN says so); a cell holding a run
 // of another config is an Error before anything runs (HINT: overwrite, or another out_dir).
 // With overwrite every cell is started over. Seen evaluations of reused cells are read
@@ -107,6 +107,10 @@ struct BenchmarkOptions {
   std::string budget = "default";      // a key of recipe.budgets
   std::string out_dir = "runs/benchmark";
   bool overwrite = false;              // start every cell over (see the header comment)
+  bool cells_only = false;             // run (or reuse) the cells and their seen evaluations
+                                       // only: no baseline seen evaluation, no tables (what
+                                       // `agentr1 benchmark --jobs` workers do; the tables
+                                       // come from a last pass that reuses every cell)
 };
 
 // The layer for `family` under `budget` (see the header comment). Throws Error for an
@@ -142,6 +146,18 @@ struct BenchmarkResult {
 // the header comment) and writes the files. Throws Error naming the family and method.
 BenchmarkResult run_benchmark(const BenchmarkRecipe& recipe, const BenchmarkOptions& opts,
                               const ResolveTree& resolve);
+
+// One (family, method) cell as run_benchmark would treat it: run (or run again) or reuse.
+struct BenchmarkCell {
+  std::string family;
+  std::string method;
+  std::string dir;   // out_dir/<family>/<method>
+  bool reuse = false;
+};
+// The checks and the plan of run_benchmark (every family resolved, every cell's config
+// and directory checked), without running anything. Throws the same Errors.
+std::vector<BenchmarkCell> plan_benchmark(const BenchmarkRecipe& recipe, const BenchmarkOptions& opts,
+                                          const ResolveTree& resolve);
 
 // Markdown: one table per family (method, success +- s.e. [unseen and seen], score,
 // mean reward, response tokens, turns, tool calls or actions, wall time; the baseline

@@ -310,6 +310,44 @@ TEST(BenchmarkTest, TinyGridKeepsRunsWritesTablesAndReusesCompleteRuns) {
   EXPECT_EQ(again.families[0].comparison.methods[1].final_eval.greedy_reward,
             r.families[0].comparison.methods[1].final_eval.greedy_reward);
 
+  // Another thread count is the same experiment (what --jobs workers run with): reused,
+  // and the plan says so without running anything.
+  extra[1] = "trainer.threads=2";
+  for (const BenchmarkCell& c : plan_benchmark(recipe, o, resolve)) {
+    EXPECT_TRUE(c.reuse) << c.family << " / " << c.method;
+    EXPECT_EQ(c.dir, o.out_dir + "/" + c.family + "/" + c.method);
+  }
+  const BenchmarkResult other_threads = run_benchmark(recipe, o, resolve);
+  for (const auto& f : other_threads.families)
+    for (bool reused : f.reused) EXPECT_TRUE(reused) << f.family;
+  EXPECT_EQ(fs::last_write_time(o.out_dir + "/arithmetic/grpo/metrics.jsonl"), mtime);
+  extra[1] = "trainer.threads=1";
+
+  // cells_only (a --jobs worker): the cell runs, no tables and no baseline seen evaluation.
+  {
+    BenchmarkOptions w = o;
+    w.tasks = {"alfworld"};
+    w.methods = {"grpo"};
+    w.out_dir = dir + "/bench_worker";
+    w.cells_only = true;
+    const BenchmarkResult wr = run_benchmark(recipe, w, resolve);
+    ASSERT_EQ(wr.families.size(), 1u);
+    EXPECT_FALSE(wr.families[0].baseline_seen.has_value());
+    EXPECT_EQ(wr.families[0].seen.size(), 1u) << "the method's seen evaluation runs in the worker";
+    EXPECT_TRUE(fs::exists(w.out_dir + "/alfworld/grpo/summary.json"));
+    EXPECT_TRUE(fs::exists(w.out_dir + "/alfworld/grpo/seen_eval.json"));
+    EXPECT_FALSE(fs::exists(w.out_dir + "/benchmark.md"));
+    EXPECT_FALSE(fs::exists(w.out_dir + "/alfworld/comparison.md"));
+    EXPECT_FALSE(fs::exists(w.out_dir + "/alfworld/baseline_seen_eval.json"));
+    // The tables' pass reuses the cell and evaluates the baseline on seen layouts.
+    w.cells_only = false;
+    const BenchmarkResult tables = run_benchmark(recipe, w, resolve);
+    EXPECT_TRUE(tables.families[0].reused[0]);
+    EXPECT_TRUE(tables.families[0].baseline_seen.has_value());
+    EXPECT_TRUE(fs::exists(w.out_dir + "/benchmark.md"));
+    EXPECT_EQ(tables.families[0].seen[0].greedy_success, wr.families[0].seen[0].greedy_success);
+  }
+
   // Another config in the same directory is an Error before anything runs.
   extra.push_back("trainer.seed=7");
   const std::string e = error_of([&] { run_benchmark(recipe, o, resolve); });

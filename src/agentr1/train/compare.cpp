@@ -254,6 +254,7 @@ CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) 
         std::max(res.baseline_spread, std::abs(s.baseline.greedy_success - res.baseline.greedy_success));
     res.methods.push_back(std::move(m));
   }
+  if (!opts.write_tables) return res;
   RunDir out(opts.out_dir);
   const std::string table = format_comparison(res);
   out.write_text("comparison.md", table);

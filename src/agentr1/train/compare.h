@@ -85,6 +85,7 @@ struct CompareOptions {
   CompareKind kind = CompareKind::kMethods;
   bool overwrite = false;  // false: a method whose run directory holds a run is an Error
                            // before anything runs; true: those runs are started over
+  bool write_tables = true;  // out_dir/comparison.{md,json} (the benchmark writes its own)
 };
 
 // The config overrides that make `method` out of the shared tree. Throws Error

@@ -207,6 +207,37 @@ TEST(DefaultModelOptionsTest, ApplyJsonSetsTheKeysAndTheRecipeRecordsThem) {
   EXPECT_EQ(after.at("base_recipe"), before) << "a change to the base model rebuilds this one";
 }
 
+// init_from as a map: a base model built first (an SFT stage); the recipe records the
+// base's whole recipe, so a change to the base stage rebuilds this one.
+TEST(DefaultModelOptionsTest, InitFromAMapChainsStagesAndRecordsTheBase) {
+  DefaultModelOptions stage1;
+  stage1.apply_json({{"dir", "runs/x/stage1"}, {"vocab_size", 4096}, {"sft_lr", 0.002}});
+  DefaultModelOptions d;
+  d.apply_json({{"dir", "runs/x/stage2"}, {"sft_lr", 0.001},
+                {"init_from", {{"dir", "runs/x/stage1"}, {"vocab_size", 4096}, {"sft_lr", 0.002}}}});
+  EXPECT_TRUE(d.init_from.empty());
+  EXPECT_EQ(d.base_options().dir, "runs/x/stage1");
+  EXPECT_DOUBLE_EQ(d.base_options().sft.optim.lr, 0.002);
+  const json j = d.to_json();
+  EXPECT_EQ(j.at("init_from"), "recipe");
+  EXPECT_EQ(j.at("base_recipe"), stage1.to_json());
+  DefaultModelOptions other = d;
+  other.apply_json({{"init_from", {{"dir", "runs/x/stage1"}, {"vocab_size", 4096}, {"sft_lr", 0.003}}}});
+  EXPECT_NE(other.to_json(), j) << "another base stage is another model";
+  // A string after a map (and back) replaces it.
+  other.apply_json({{"init_from", "builtin"}});
+  EXPECT_EQ(other.to_json().at("init_from"), "builtin");
+  // Errors name the option and the rule.
+  DefaultModelOptions bad;
+  EXPECT_NE(error_of([&] { bad.apply_json({{"init_from", {{"sft_lr", 0.001}}}}); }).find("needs a 'dir' of its own"),
+            std::string::npos);
+  const std::string e = error_of([&] { bad.apply_json({{"init_from", {{"dir", "a"}, {"demoz", 3}}}}); });
+  EXPECT_NE(e.find("init_from"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown built-in model option 'demoz'"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { bad.apply_json({{"init_from", 3}}); }).find("a map of built-in model options"),
+            std::string::npos);
+}
+
 TEST(CompareStatsTest, StandardErrorOfASuccessRate) {
   // sqrt(p (1 - p) / n) by hand: p = 0.5, n = 100 -> 0.05; p = 0.9, n = 400 -> 0.015.
   EXPECT_NEAR(success_stderr(0.5, 100), 0.05, 1e-12);

@@ -56,11 +56,21 @@ json DefaultModelOptions::to_json() const {
   if (demo_style != "single") j["demo_style"] = demo_style;
   if (!demo_contexts.empty()) j["demo_contexts"] = demo_contexts;
   if (!tasks.empty()) j["tasks"] = tasks;
-  if (!init_from.empty()) {
+  if (!init_from_options.empty()) {
+    j["init_from"] = "recipe";
+    j["base_recipe"] = base_options().to_json();
+  } else if (!init_from.empty()) {
     j["init_from"] = init_from;
     if (init_from == "builtin") j["base_recipe"] = DefaultModelOptions().to_json();
   }
   return j;
+}
+
+DefaultModelOptions DefaultModelOptions::base_options() const {
+  DefaultModelOptions base;
+  base.chat_template_file = chat_template_file;
+  base.apply_json(init_from_options);
+  return base;
 }
 
 namespace {
@@ -142,9 +152,22 @@ void DefaultModelOptions::apply_json(const json& kw) {
                       "{\"type\": name, ...options}, got " << c.dump().substr(0, 80));
       demo_contexts = v;
     } else if (k == "init_from") {
-      AGENTR1_CHECK(v.is_string(), "built-in model option 'init_from' must be \"\" (from scratch), \"builtin\" (the "
-                                   "default built-in model) or a model directory, got " << v.dump());
-      init_from = v.get<std::string>();
+      AGENTR1_CHECK(v.is_string() || v.is_object(),
+                    "built-in model option 'init_from' must be \"\" (from scratch), \"builtin\" (the "
+                    "default built-in model), a model directory, or a map of built-in model options (a "
+                    "model built first), got " << v.dump());
+      if (v.is_object()) {
+        DefaultModelOptions base;
+        with_context("built-in model option 'init_from'", [&] { base.apply_json(v); });
+        AGENTR1_CHECK(v.contains("dir"), "built-in model option 'init_from': a map of options needs a 'dir' of "
+                                         "its own for the base model (else it would be built in '" << base.dir
+                                                                                            << "')");
+        init_from_options = v;
+        init_from.clear();
+      } else {
+        init_from = v.get<std::string>();
+        init_from_options = json::object();
+      }
     } else if (k == "sft_epochs") {
       sft.epochs = read_positive_int(k, v);
     } else if (k == "sft_batch_size") {
@@ -341,7 +364,13 @@ std::string ensure_default_model(const DefaultModelOptions& o) {
   make_dirs(o.dir);
   // 2. Tokenizer and 3. model: fresh, or the base's.
   std::string base_dir = o.init_from;
-  if (base_dir == "builtin") {
+  if (!o.init_from_options.empty()) {
+    const DefaultModelOptions base = o.base_options();
+    AGENTR1_CHECK(fs::absolute(base.dir) != fs::absolute(o.dir),
+                  "built-in model option init_from: the model cannot start from itself (both in '"
+                      << o.dir << "'); HINT: give init_from a 'dir' of its own");
+    base_dir = ensure_default_model(base);
+  } else if (base_dir == "builtin") {
     DefaultModelOptions base;
     base.chat_template_file = o.chat_template_file;
     AGENTR1_CHECK(fs::absolute(base.dir) != fs::absolute(o.dir),

@@ -68,6 +68,11 @@ struct DefaultModelOptions {
   // format and how to copy numbers into calls, which a fresh 1M-parameter model needs
   // thousands of steps to learn on long multi-step episodes.
   std::string init_from;
+  // Or a map of these options (apply_json keys, its own dir): that model is built first
+  // (or reused) and this one starts from it; recipe.json records its whole recipe as
+  // base_recipe. Chains SFT stages, e.g. a second stage at a lower learning rate.
+  json init_from_options = json::object();
+  DefaultModelOptions base_options() const;  // init_from_options applied to the defaults
   // Prompt format the model is trained on, and that RL runs on it must keep (the app's
   // configs/builtin.yaml sets data.task_kwargs.use_system_prompt and
   // rollout.env_kwargs.tools_in_prompt to match, and warns if recipe.json differs).
