@@ -215,10 +215,17 @@ check "benchmark --jobs 2: runs" test $? -eq 0
 check "benchmark --jobs 2: a log per cell" test -s "$tmp/bj/logs/arithmetic.grpo.log" -a -s "$tmp/bj/logs/arithmetic.rloo.log"
 check "benchmark --jobs 2: says so" grep -q "2 cell(s) to run (0 reused) on 2 worker(s)" "$tmp/bj.err"
 threads=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
-check "benchmark --jobs 2: cores/2 threads per worker" grep -q "threads: $threads\$" "$tmp/bj/arithmetic/rloo/config.yaml"
+check "benchmark --jobs 2: cores/2 threads per worker" grep -Eq "^  threads: $threads\$" "$tmp/bj/arithmetic/rloo/config.yaml"
 check "benchmark --jobs 2: the table has both" grep -q "| rloo |" "$tmp/bj/benchmark.md"
 check "benchmark --jobs 2: and the baseline" grep -q "| training-free baseline |" "$tmp/bj/benchmark.md"
 "$bin" benchmark --quick --tasks arithmetic --methods grpo,rloo --out "$tmp/bj" --no-plot "${tiny[@]}" \
   >"$tmp/bj2.out" 2>"$tmp/bj2.err"
 check "benchmark: reuses the workers' cells" test "$(grep -c 'reusing the complete run' "$tmp/bj2.err")" -eq 2
+# A failing worker: its exit code, the cell named, its log's last lines quoted, no tables.
+"$bin" benchmark --jobs 2 --quick --tasks arithmetic --methods grpo,rloo --out "$tmp/bjf" --no-plot "${tiny[@]}" \
+  model.path="$tmp/nope" >/dev/null 2>"$tmp/bjf.err"
+check "benchmark --jobs: a failed cell fails the command" test $? -eq 1
+check "benchmark --jobs: names the cell and quotes its log" grep -q "arithmetic / grpo exited with code 1" "$tmp/bjf.err"
+check "benchmark --jobs: the worker's error" grep -q "no tokenizer.json" "$tmp/bjf.err"
+check "benchmark --jobs: no tables after a failure" test ! -e "$tmp/bjf/benchmark.md"
 exit $fail

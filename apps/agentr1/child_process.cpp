@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <atomic>
 #include <cstring>
 
 #include "agentr1/core/error.h"
@@ -16,15 +17,21 @@ extern char** environ;
 namespace agentr1::cli {
 namespace {
 
-// The children, for the signal handler (async-signal-safe: a fixed array and kill()).
-pid_t g_children[kMaxChildren];
-volatile sig_atomic_t g_n_children = 0;  // slots in use (a forgotten child's slot holds 0)
-volatile sig_atomic_t g_signalled = 0;
+// The children, for the signal handler (async-signal-safe: lock-free atomics and kill();
+// the handler may run on any thread, while another one registers a child).
+std::atomic<pid_t> g_children[kMaxChildren];
+std::atomic<int> g_n_children{0};  // slots in use (a forgotten child's slot holds 0)
+volatile sig_atomic_t g_signal = 0;  // the last stop signal received, 0 = none
+struct sigaction g_old_int, g_old_term;
+bool g_installed = false;
 
 void forward_signal(int sig) {
-  g_signalled = 1;
-  for (int i = 0; i < g_n_children; ++i)
-    if (g_children[i] > 0) kill(g_children[i], sig);
+  g_signal = sig;
+  const int n = g_n_children.load();
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = g_children[i].load();
+    if (pid > 0) kill(pid, sig);
+  }
 }
 
 }  // namespace
@@ -54,11 +61,27 @@ void forward_stop_signals() {
   sa.sa_handler = forward_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  if (!g_installed) {
+    sigaction(SIGINT, &sa, &g_old_int);
+    sigaction(SIGTERM, &sa, &g_old_term);
+  } else {
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+  }
+  g_installed = true;
+  // waitpid must see the children exit (an inherited SIG_IGN would reap them itself).
+  signal(SIGCHLD, SIG_DFL);
 }
 
-bool stop_signalled() { return g_signalled != 0; }
+void restore_stop_signals() {
+  if (!g_installed) return;
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+  g_installed = false;
+}
+
+bool stop_signalled() { return g_signal != 0; }
+int stop_signal() { return g_signal; }
 
 pid_t spawn_child(const std::string& program, const std::vector<std::string>& argv_in,
                   const std::vector<std::string>& env_in, const std::string& log_file) {
@@ -75,10 +98,13 @@ pid_t spawn_child(const std::string& program, const std::vector<std::string>& ar
     AGENTR1_CHECK(log_fd >= 0, "cannot open the log file '" << log_file << "' for a child process: "
                                                             << std::strerror(errno));
   }
+  // Said by the child if exec fails (built here: the child may only call exec-safe functions).
+  const std::string exec_failed = "agentr1: cannot run '" + program + "' (exec failed: errno ";
   int slot = -1;
-  for (int i = 0; i < g_n_children && slot < 0; ++i)
-    if (g_children[i] == 0) slot = i;
-  if (slot < 0 && g_n_children < kMaxChildren) slot = g_n_children;
+  const int used = g_n_children.load();
+  for (int i = 0; i < used && slot < 0; ++i)
+    if (g_children[i].load() == 0) slot = i;
+  if (slot < 0 && used < kMaxChildren) slot = used;
   if (slot < 0 && log_fd >= 0) close(log_fd);
   AGENTR1_CHECK(slot >= 0, "more than " << kMaxChildren << " child processes at once");
   const pid_t parent = getpid();
@@ -106,29 +132,40 @@ pid_t spawn_child(const std::string& program, const std::vector<std::string>& ar
     }
     if (program.find('/') != std::string::npos) execve(program.c_str(), argv.data(), envp.data());
     else execvpe(program.c_str(), argv.data(), envp.data());
-    const char msg[] = "agentr1: cannot run the child command (exec failed)\n";
-    (void)!write(2, msg, sizeof(msg) - 1);
+    const int e = errno;
+    char digits[16];
+    int n = 0;
+    for (int v = e; n < 15 && (v > 0 || n == 0); v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+    (void)!write(2, exec_failed.data(), exec_failed.size());
+    while (n > 0) (void)!write(2, &digits[--n], 1);
+    (void)!write(2, ")\n", 2);
     _exit(127);
   }
   const int fork_errno = errno;
   if (pid > 0) {
-    g_children[slot] = pid;
-    if (slot == g_n_children) g_n_children = slot + 1;
+    g_children[slot].store(pid);
+    if (slot == g_n_children.load()) g_n_children.store(slot + 1);
   }
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  // A stop that another thread handled between fork and the line above missed this child.
+  if (pid > 0 && g_signal != 0) kill(pid, g_signal);
   if (log_fd >= 0) close(log_fd);
   AGENTR1_CHECK(pid >= 0, "fork(): " << std::strerror(fork_errno));
   return pid;
 }
 
 void forget_child(pid_t pid) {
-  for (int i = 0; i < g_n_children; ++i)
-    if (g_children[i] == pid) g_children[i] = 0;
+  const int n = g_n_children.load();
+  for (int i = 0; i < n; ++i)
+    if (g_children[i].load() == pid) g_children[i].store(0);
 }
 
 void signal_children(int sig) {
-  for (int i = 0; i < g_n_children; ++i)
-    if (g_children[i] > 0) kill(g_children[i], sig);
+  const int n = g_n_children.load();
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = g_children[i].load();
+    if (pid > 0) kill(pid, sig);
+  }
 }
 
 std::string describe_status(int status) {

@@ -26,14 +26,19 @@ std::string self_exe();
 std::vector<std::string> environment_without(const std::vector<std::string>& drop);
 
 // Installs the SIGINT/SIGTERM handler that forwards the signal to every child spawned
-// by spawn_child and not yet forgotten, and records that a stop was asked for.
+// by spawn_child and not yet forgotten, and records that a stop was asked for (SIGCHLD
+// is reset to its default, so waitpid sees the children). restore_stop_signals puts the
+// earlier handlers back (a parent that goes on working after its children).
 void forward_stop_signals();
+void restore_stop_signals();
 bool stop_signalled();
+int stop_signal();  // the last stop signal received (SIGINT or SIGTERM), 0 = none
 
 // fork + exec of `program` (a path, or a name looked up in PATH) with argv and the full
 // environment env. log_file: the child's stdout and stderr go there (created or
-// truncated; "" = inherited). The child is registered for signal forwarding before any
-// signal can reach the handler. Throws Error when fork fails (at most kMaxChildren live).
+// truncated; "" = inherited). The child is registered for signal forwarding; a stop
+// signal that arrived meanwhile is sent to it too. Throws Error when fork fails (at most
+// kMaxChildren live).
 pid_t spawn_child(const std::string& program, const std::vector<std::string>& argv,
                   const std::vector<std::string>& env, const std::string& log_file = "");
 constexpr int kMaxChildren = 1024;

@@ -9,24 +9,27 @@
 // at once, each in a worker process of this binary (`benchmark --cells-only --tasks F
 // --methods M`, cores/N torch threads, log in <out>/logs/), then writes the tables from a
 // pass that reuses every cell.
+#include <sys/wait.h>
+
 #include <algorithm>
-#include <cmath>
-#include <iostream>
-#include <memory>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
-
-#include <sys/wait.h>
 
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
-#include "agentr1/train/run_dir.h"
 #include "agentr1/train/benchmark.h"
 #include "agentr1/train/compare.h"
+#include "agentr1/train/run_dir.h"
 #include "child_process.h"
 #include "command.h"
 #include "data_dir.h"
@@ -131,18 +134,30 @@ int run_cells_in_workers(const BenchmarkArgs& a, const std::vector<train::Benchm
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = std::max(1, cores / a.jobs);
   bool user_threads = false;
-  for (const auto& o : a.overrides) user_threads = user_threads || o.rfind("trainer.threads=", 0) == 0;
+  for (const auto& o : a.overrides) {
+    const std::string key = o.substr(o.find_first_not_of('+'));
+    user_threads = user_threads || key.rfind("trainer.threads=", 0) == 0;
+  }
   std::vector<const train::BenchmarkCell*> queue;
   for (const auto& c : cells)
     if (!c.reuse) queue.push_back(&c);
   const std::string log_dir = a.out + "/logs";
   train::make_dirs(log_dir);
+  // A family with a cell to run gets its baseline's seen evaluation again in the tables'
+  // pass (which reuses every cell, so it would otherwise keep a cached one).
+  for (const auto* c : queue) {
+    std::error_code ec;
+    std::filesystem::remove(a.out + "/" + c->family + "/baseline_seen_eval.json", ec);
+  }
   std::cerr << "agentr1 benchmark: " << queue.size() << " cell(s) to run (" << cells.size() - queue.size()
             << " reused) on " << a.jobs << " worker(s) with " << (user_threads ? "the given" : std::to_string(threads))
             << " torch thread(s) each; logs in " << log_dir << "/\n";
   const std::string program = self_exe();
-  std::vector<std::string> env = environment_without({"OMP_NUM_THREADS"});
-  env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+  // Workers are single processes: no torchrun variables; OpenMP gets the worker's share
+  // of the cores unless the user set it.
+  std::vector<std::string> env = environment_without(
+      {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"});
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
   forward_stop_signals();
   struct Running {
     const train::BenchmarkCell* cell;
@@ -150,6 +165,21 @@ int run_cells_in_workers(const BenchmarkArgs& a, const std::vector<train::Benchm
     std::chrono::steady_clock::time_point start;
   };
   std::map<pid_t, Running> running;
+  // Whatever happens here, the workers are not left behind and Ctrl-C works again after.
+  struct Cleanup {
+    std::map<pid_t, Running>& running;
+    ~Cleanup() {
+      if (!running.empty()) {
+        signal_children(SIGTERM);
+        for (const auto& kv : running) {
+          int status = 0;
+          waitpid(kv.first, &status, 0);
+          forget_child(kv.first);
+        }
+      }
+      restore_stop_signals();
+    }
+  } cleanup{running};
   size_t next = 0, done = 0;
   int first_code = 0;
   while (next < queue.size() || !running.empty()) {
@@ -168,11 +198,13 @@ int run_cells_in_workers(const BenchmarkArgs& a, const std::vector<train::Benchm
       running[pid] = Running{&c, log, std::chrono::steady_clock::now()};
       std::cerr << "agentr1 benchmark: started " << c.family << " / " << c.method << " (pid " << pid << ")\n";
     }
+    if (running.empty()) break;  // stopped or failed before the queue's end
     int status = 0;
     const pid_t pid = waitpid(-1, &status, 0);
     if (pid < 0) {
       if (errno == EINTR) continue;
-      break;
+      AGENTR1_CHECK(false, "benchmark: waitpid(): " << std::strerror(errno) << " with " << running.size()
+                                                    << " worker(s) running");
     }
     const auto it = running.find(pid);
     if (it == running.end()) continue;
@@ -189,7 +221,7 @@ int run_cells_in_workers(const BenchmarkArgs& a, const std::vector<train::Benchm
     if (first_code == 0) first_code = code;
     if (stop_signalled() && (code == 130 || code == 143)) {
       std::cerr << "agentr1 benchmark: " << r.cell->family << " / " << r.cell->method << " stopped (exit code "
-                << code << "); its run directory keeps its last checkpoint\n";
+                << code << "); the next run of this command starts it over\n";
       continue;
     }
     std::cerr << "agentr1 benchmark: " << r.cell->family << " / " << r.cell->method << " " << describe_status(status)
@@ -199,6 +231,9 @@ int run_cells_in_workers(const BenchmarkArgs& a, const std::vector<train::Benchm
       std::cerr << "agentr1 benchmark: no new cell starts; waiting for the " << running.size()
                 << " running one(s) to finish (their runs are kept)\n";
   }
+  // A stop between two cells ends the queue early without a failed worker.
+  if (first_code == 0 && (next < queue.size() || done < queue.size()))
+    first_code = stop_signalled() ? 128 + stop_signal() : 1;
   return first_code;
 }
 
@@ -230,6 +265,11 @@ int run_benchmark_cmd(const BenchmarkArgs& a) {
   AGENTR1_CHECK(a.jobs >= 1 && a.jobs <= 64, "benchmark: --jobs must be in 1..64, got " << a.jobs);
   AGENTR1_CHECK(!(a.jobs > 1 && a.cells_only), "benchmark: --cells-only is what --jobs workers run; give one of them");
   if (a.jobs > 1) {
+    const char* world = std::getenv("WORLD_SIZE");
+    AGENTR1_CHECK(world == nullptr || std::string(world) == "1" || std::string(world).empty(),
+                  "benchmark: --jobs " << a.jobs << " starts worker processes of its own; it cannot run as a rank "
+                                       << "of a data-parallel job (WORLD_SIZE=" << world
+                                       << "); HINT: run `agentr1 benchmark --jobs N` without launch");
     // Every family resolved (built-in models built, one at a time) and every cell
     // checked here, before a worker starts; then the tables from a pass that reuses
     // every cell (and runs the baselines' seen evaluations).

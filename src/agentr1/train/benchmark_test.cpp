@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "agentr1/core/error.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/task_family.h"
+#include "agentr1/train/default_recipe.h"
 #include "agentr1/train/run_dir.h"
 #include "agentr1/train/train_config.h"
 #include "agentr1/train/train_test_util.h"
@@ -92,6 +94,36 @@ TEST(BenchmarkRecipeTest, ShippedRecipeRunsThePapersGridWithBothBudgets) {
   const TrainConfig full = load_train_config(resolve_like_the_app(family_layer(r, "default", "arithmetic"), {}));
   EXPECT_GT(full.trainer.total_steps, quick.trainer.total_steps);
   EXPECT_GE(full.data.val_size, 100) << "a readable standard error";
+
+  // One built-in model per family, each trained on the prompts its RL runs see: its own
+  // directory; the demonstrations' kwargs are the family's data.task_kwargs, replayed
+  // under the context its runs use (webshop's 2-turn window).
+  std::set<std::string> dirs;
+  for (const auto& family : r.default_tasks) {
+    DefaultModelOptions o;
+    o.apply_json(family_builtin_model(r, family));
+    EXPECT_TRUE(dirs.insert(o.dir).second) << family << " shares " << o.dir;
+    for (const char* budget : {"quick", "default"}) {
+      const TrainConfig c = load_train_config(resolve_like_the_app(family_layer(r, budget, family), {}));
+      if (family == "arithmetic") {
+        EXPECT_TRUE(o.tasks.empty()) << "the default job's calculator model";
+        EXPECT_EQ(o.to_json(), DefaultModelOptions().to_json()) << "reuses runs/_builtin/model as built by `agentr1 train`";
+        continue;
+      }
+      ASSERT_TRUE(o.tasks.contains(family)) << family;
+      for (const auto& [k, v] : o.tasks[family]["kwargs"].items())
+        EXPECT_EQ(c.data.task_kwargs[k], v) << budget << " " << family << " " << k;
+      if (!o.demo_contexts.empty()) {
+        EXPECT_EQ(o.demo_contexts[0], c.rollout.flow.env_kwargs["context"]) << budget << " " << family;
+      }
+    }
+  }
+  // hotpotqa's second SFT stage starts from a first one built in a directory of its own.
+  DefaultModelOptions hot;
+  hot.apply_json(family_builtin_model(r, "hotpotqa"));
+  EXPECT_NE(hot.base_options().dir, hot.dir);
+  EXPECT_EQ(hot.base_options().tasks, hot.tasks);
+  EXPECT_LT(hot.sft.optim.lr, hot.base_options().sft.optim.lr);
 }
 
 TEST(BenchmarkRecipeTest, ErrorsNameTheKeyAndTheRule) {
@@ -144,6 +176,7 @@ TEST(BenchmarkRecipeTest, ErrorsNameTheKeyAndTheRule) {
   // map replaces the shared tasks map, it is not merged into it).
   {
     json j = shipped_recipe_json();
+    j["tasks"]["arithmetic"].erase("builtin_model");
     j["builtin_model"] = {{"dir", "runs/_builtin/shared"}, {"sft_lr", 0.002},
                           {"tasks", {{"arithmetic", {{"demos", 8}}}, {"hotpotqa", {{"demos", 8}}}}}};
     j["tasks"]["hotpotqa"]["builtin_model"] = {{"dir", "runs/_builtin/hotpot"},
@@ -313,7 +346,9 @@ TEST(BenchmarkTest, TinyGridKeepsRunsWritesTablesAndReusesCompleteRuns) {
   // Another thread count is the same experiment (what --jobs workers run with): reused,
   // and the plan says so without running anything.
   extra[1] = "trainer.threads=2";
-  for (const BenchmarkCell& c : plan_benchmark(recipe, o, resolve)) {
+  const std::vector<BenchmarkCell> planned = plan_benchmark(recipe, o, resolve);
+  ASSERT_EQ(planned.size(), 4u);
+  for (const BenchmarkCell& c : planned) {
     EXPECT_TRUE(c.reuse) << c.family << " / " << c.method;
     EXPECT_EQ(c.dir, o.out_dir + "/" + c.family + "/" + c.method);
   }

@@ -51,7 +51,8 @@ TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
   const CompareRecipe r = shipped_recipe();
   EXPECT_EQ(known_methods(r.methods),
             (std::vector<std::string>{"grpo", "ppo", "rloo", "reinforce_plus_plus", "reinforce",
-                                      "reinforce_plus_plus_baseline", "turn_rloo", "gspo", "gigpo", "steppo"}));
+                                      "reinforce_plus_plus_baseline", "turn_rloo", "gspo", "gigpo", "steppo",
+                                      "steppo_hotpotqa"}));
   EXPECT_EQ(method_overrides(r.methods, "reinforce"),
             (std::vector<std::string>{"algorithm.adv_estimator=reinforce", "actor.policy_loss=reinforce"}));
   EXPECT_EQ(r.default_methods, (std::vector<std::string>{"grpo", "ppo", "rloo", "reinforce_plus_plus"}));
@@ -68,7 +69,28 @@ TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
     EXPECT_EQ(c.algorithm.estimator.whiten_level, "step");
     EXPECT_EQ(c.actor.policy_loss, "gspo");
     EXPECT_FALSE(c.actor.merge_prefix_steps);
+    // The authors' ALFWorld / WebShop scripts (examples/run_{alfworld,webshop}_step_adv.sh).
+    EXPECT_DOUBLE_EQ(c.actor.clip_ratio_low, 0.0003);
     EXPECT_DOUBLE_EQ(c.actor.clip_ratio_high, 0.0004);
+    EXPECT_DOUBLE_EQ(c.actor.loss.clip_ratio_c, 10.0);
+    EXPECT_TRUE(c.actor.use_kl_loss);
+    EXPECT_DOUBLE_EQ(c.actor.kl_loss_coef, 0.001);
+    EXPECT_EQ(c.actor.kl_loss_type_name, "low_var_kl");
+    EXPECT_DOUBLE_EQ(c.algorithm.estimator.gamma, 1.0);
+    EXPECT_DOUBLE_EQ(c.algorithm.estimator.lam, 1.0);
+  }
+  {
+    // HotpotQA's script: gamma 0.99, no KL loss, verl's default clip 0.2 / 0.2.
+    json tree = default_train_tree();
+    for (const auto& o : method_overrides(r.methods, "steppo_hotpotqa")) apply_override(tree, o);
+    const TrainConfig c = load_train_config(tree);
+    EXPECT_EQ(c.algorithm.adv_estimator, "gae");
+    EXPECT_EQ(c.algorithm.estimator.whiten_level, "step");
+    EXPECT_EQ(c.actor.policy_loss, "gspo");
+    EXPECT_DOUBLE_EQ(c.algorithm.estimator.gamma, 0.99);
+    EXPECT_FALSE(c.actor.use_kl_loss);
+    EXPECT_DOUBLE_EQ(c.actor.clip_ratio_low, 0.2);
+    EXPECT_DOUBLE_EQ(c.actor.clip_ratio_high, 0.2);
   }
   // Every method makes a valid config out of the defaults.
   for (const auto& [name, overrides] : r.methods) {
@@ -82,7 +104,7 @@ TEST(CompareRecipeTest, UnknownMethodListsTheKnownOnes) {
   const CompareRecipe r = shipped_recipe();
   EXPECT_EQ(error_of([&] { method_overrides(r.methods, "dpo"); }),
             "unknown comparison method 'dpo'; known: grpo, ppo, rloo, reinforce_plus_plus, reinforce, "
-            "reinforce_plus_plus_baseline, turn_rloo, gspo, gigpo, steppo");
+            "reinforce_plus_plus_baseline, turn_rloo, gspo, gigpo, steppo, steppo_hotpotqa");
 }
 
 TEST(CompareRecipeTest, MalformedTableNamesTheEntryAndTheRule) {
