@@ -60,11 +60,15 @@ TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
   EXPECT_EQ(method_overrides(r.methods, "gspo"),
             (std::vector<std::string>{"algorithm.adv_estimator=grpo", "actor.policy_loss=gspo",
                                       "actor.loss_agg_mode=seq-mean-token-mean"}));
+  // A method's config: the defaults under its overrides.
+  const auto method_config = [&](const std::string& name) {
+    json tree = default_train_tree();
+    for (const auto& o : method_overrides(r.methods, name)) apply_override(tree, o);
+    return load_train_config(tree);
+  };
   // StepPO is the composition of existing parts (see configs/compare.yaml).
   {
-    json tree = default_train_tree();
-    for (const auto& o : method_overrides(r.methods, "steppo")) apply_override(tree, o);
-    const TrainConfig c = load_train_config(tree);
+    const TrainConfig c = method_config("steppo");
     EXPECT_EQ(c.algorithm.adv_estimator, "gae");
     EXPECT_EQ(c.algorithm.estimator.whiten_level, "step");
     EXPECT_EQ(c.actor.policy_loss, "gspo");
@@ -81,9 +85,7 @@ TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
   }
   {
     // HotpotQA's script: gamma 0.99, no KL loss, verl's default clip 0.2 / 0.2.
-    json tree = default_train_tree();
-    for (const auto& o : method_overrides(r.methods, "steppo_hotpotqa")) apply_override(tree, o);
-    const TrainConfig c = load_train_config(tree);
+    const TrainConfig c = method_config("steppo_hotpotqa");
     EXPECT_EQ(c.algorithm.adv_estimator, "gae");
     EXPECT_EQ(c.algorithm.estimator.whiten_level, "step");
     EXPECT_EQ(c.actor.policy_loss, "gspo");
@@ -93,11 +95,7 @@ TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
     EXPECT_DOUBLE_EQ(c.actor.clip_ratio_high, 0.2);
   }
   // Every method makes a valid config out of the defaults.
-  for (const auto& [name, overrides] : r.methods) {
-    json tree = default_train_tree();
-    for (const auto& o : overrides) apply_override(tree, o);
-    EXPECT_NO_THROW(load_train_config(tree)) << name;
-  }
+  for (const auto& kv : r.methods) EXPECT_NO_THROW(method_config(kv.first)) << kv.first;
 }
 
 TEST(CompareRecipeTest, UnknownMethodListsTheKnownOnes) {
