@@ -473,7 +473,7 @@ ChatTemplate ChatTemplate::from_template_text(const std::string& template_text) 
                       << "); rendering it with the native " << chat_family_name(family)
                       << " renderer, which may differ from this template";
   }
-  return ChatTemplate(family, verified);
+  return ChatTemplate(family, verified, template_text);
 }
 
 ChatTemplate ChatTemplate::for_family(ChatFamily family) { return ChatTemplate(family, true); }

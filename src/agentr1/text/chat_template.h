@@ -100,11 +100,16 @@ class ChatTemplate {
   ChatFamily family() const { return family_; }
   // True when the template text is one agentr1's parity tests cover byte for byte.
   bool verified() const { return verified_; }
+  // The Jinja text this template was made from ("" for for_family): what tool-format
+  // selection and error messages look at.
+  const std::string& source() const { return source_; }
 
  private:
-  ChatTemplate(ChatFamily family, bool verified) : family_(family), verified_(verified) {}
+  ChatTemplate(ChatFamily family, bool verified, std::string source = {})
+      : family_(family), verified_(verified), source_(std::move(source)) {}
   ChatFamily family_;
   bool verified_;
+  std::string source_;
 };
 
 }  // namespace agentr1::text
