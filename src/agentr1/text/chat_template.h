@@ -33,6 +33,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "agentr1/core/json.h"
 
