@@ -4,73 +4,20 @@
 #include <string_view>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
 #include "agentr1/core/registry.h"
+#include "agentr1/text/tool_format_util.h"
 
 namespace agentr1::text {
 namespace {
+
+using detail::trim_ws;
+using detail::valid_utf8;
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 const char kExpected[] =
     "expected {\"name\": <tool-name>, \"arguments\": {...}} inside <tool_call></tool_call>";
-
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-std::string trim_ws(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && is_ws(s[b])) ++b;
-  while (e > b && is_ws(s[e - 1])) --e;
-  return s.substr(b, e - b);
-}
-
-// A short, single-line quote of model text for error messages.
-std::string quote(const std::string& s, size_t max_len = 60) {
-  std::string q = s.size() > max_len ? s.substr(0, max_len) + "..." : s;
-  for (char& c : q)
-    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-  return "'" + q + "'";
-}
-
-// Replaces invalid UTF-8 (model text quoted in a message, or a quote cut mid-character)
-// with U+FFFD so messages can go into JSON and the tokenizer.
-std::string valid_utf8(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size() && !(len == 2 && c < 0xC2) && !(c > 0xF4);
-    for (size_t k = 1; ok && k < len; ++k)
-      ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (ok && len == 3) {
-      const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);  // overlong, surrogate
-    }
-    if (ok && len == 4) {
-      const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
-    }
-    if (ok) {
-      out.append(s, i, len);
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
-}
-
-// nlohmann's parse_error text without its "[json.exception...] parse error at line 1,
-// column 17: " prefix.
-std::string parse_error_detail(const std::string& what) {
-  size_t p = what.find("column ");
-  if (p != std::string::npos) p = what.find(": ", p);
-  if (p != std::string::npos) return what.substr(p + 2);
-  p = what.find("] ");
-  return p == std::string::npos ? what : what.substr(p + 2);
-}
 
 // Parses the JSON inside one block. Returns true and fills `call`, or false and fills
 // `message`.
@@ -82,66 +29,11 @@ bool parse_call_body(int index, const std::string& body, ToolCall& call, std::st
     return false;
   }
   json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    message = head + "invalid JSON at byte " + std::to_string(e.byte) + ": " +
-              parse_error_detail(e.what()) + "; " + kExpected;
-    return false;
-  } catch (const json::exception& e) {  // e.g. a number out of range
-    message = head + "invalid JSON: " + parse_error_detail(e.what()) + "; " + kExpected;
+  if (!detail::parse_json(text, head, j, message)) {
+    message += std::string("; ") + kExpected;
     return false;
   }
-  if (!j.is_object()) {
-    message = head + "expected a JSON object, got " + std::string(j.type_name()) + "; " + kExpected;
-    return false;
-  }
-  auto name_it = j.find("name");
-  if (name_it == j.end()) {
-    message = head + "missing \"name\"; " + kExpected;
-    return false;
-  }
-  if (!name_it->is_string()) {
-    message = head + "\"name\" must be a string, got " + std::string(name_it->type_name()) +
-              "; " + kExpected;
-    return false;
-  }
-  if (name_it->get_ref<const std::string&>().empty()) {
-    message = head + "\"name\" is empty; " + kExpected;
-    return false;
-  }
-  const std::string name = name_it->get<std::string>();
-  auto args_it = j.find("arguments");
-  if (args_it == j.end()) {
-    message = head + "missing \"arguments\" for '" + name + "'" +
-              (j.contains("parameters") ? " (found \"parameters\"; name it \"arguments\")" : "") +
-              "; " + kExpected;
-    return false;
-  }
-  json args = *args_it;
-  if (args.is_string()) {
-    const std::string s = args.get<std::string>();
-    try {
-      args = json::parse(s);
-    } catch (const json::exception& e) {
-      message = head + "\"arguments\" for '" + name + "' is a string that is not valid JSON (" +
-                parse_error_detail(e.what()) + "): " + quote(s) + "; " + kExpected;
-      return false;
-    }
-    if (!args.is_object()) {
-      message = head + "\"arguments\" for '" + name + "' is a string holding " +
-                std::string(args.type_name()) + ", not a JSON object; " + kExpected;
-      return false;
-    }
-  }
-  if (!args.is_object()) {
-    message = head + "\"arguments\" for '" + name + "' must be a JSON object, got " +
-              std::string(args.type_name()) + "; " + kExpected;
-    return false;
-  }
-  call.name = name;
-  call.arguments = std::move(args);
-  return true;
+  return detail::call_from_object(j, head, kExpected, /*accept_parameters=*/false, call, message);
 }
 
 using ToolFormatRegistry = Registry<ToolFormat>;
@@ -149,9 +41,16 @@ using ToolFormatRegistry = Registry<ToolFormat>;
 ToolFormatRegistry& registry() {
   static std::once_flag once;
   std::call_once(once, [] {
-    ToolFormatRegistry::instance().add(
-        "hermes", [] { return std::unique_ptr<ToolFormat>(new HermesToolFormat()); },
-        "tool format");
+    auto& r = ToolFormatRegistry::instance();
+    r.add("hermes", [] { return std::unique_ptr<ToolFormat>(new HermesToolFormat()); }, "tool format");
+    r.add("llama3_json", [] { return std::unique_ptr<ToolFormat>(new Llama3JsonToolFormat()); },
+          "tool format");
+    r.add("deepseek_v3", [] { return std::unique_ptr<ToolFormat>(new DeepSeekV3ToolFormat()); },
+          "tool format");
+    r.add("mistral", [] { return std::unique_ptr<ToolFormat>(new MistralToolFormat()); },
+          "tool format");
+    r.add("gpt_oss", [] { return std::unique_ptr<ToolFormat>(new GptOssToolFormat()); },
+          "tool format");
   });
   return ToolFormatRegistry::instance();
 }
@@ -219,6 +118,25 @@ std::string HermesToolFormat::format_tool_responses(
     const std::vector<ToolResponse>& responses) const {
   if (responses.empty()) return "";
   return "<|im_start|>user\n" + tool_response_text(responses) + "<|im_end|>\n";
+}
+
+std::string default_tool_format(const std::string& template_text) {
+  const auto has = [&](const char* marker) { return template_text.find(marker) != std::string::npos; };
+  if (has("[TOOL_CALLS]")) return "mistral";
+  if (has("<｜tool▁calls▁begin｜>")) return "deepseek_v3";
+  if (has("<|channel|>") || has("<|start|>assistant")) return "gpt_oss";
+  if (has("<|python_tag|>") || has("ipython")) return "llama3_json";
+  if (has("<tool_call>")) return "hermes";
+  if (!template_text.empty()) {
+    std::string names;
+    for (const auto& n : tool_format_names()) names += (names.empty() ? "" : ", ") + n;
+    AGENTR1_LOG(INFO) << "the chat template shows none of the tool-call markers agentr1 knows "
+                         "([TOOL_CALLS], <｜tool▁calls▁begin｜>, <|channel|>, <|python_tag|> or "
+                         "ipython, <tool_call>); using tool format 'hermes'. Set "
+                         "env_kwargs.tool_format (one of "
+                      << names << ") to choose another";
+  }
+  return "hermes";
 }
 
 std::unique_ptr<ToolFormat> make_tool_format(const std::string& name) {
