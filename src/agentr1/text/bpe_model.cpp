@@ -28,6 +28,7 @@ struct BpeModel::Cache {
 
 BpeModel::BpeModel() : cache_(std::make_unique<Cache>()) {
   std::fill(std::begin(byte_ids_), std::end(byte_ids_), -1);
+  std::fill(std::begin(fallback_ids_), std::end(fallback_ids_), -1);
 }
 BpeModel::~BpeModel() = default;
 BpeModel::BpeModel(BpeModel&&) noexcept = default;
@@ -51,10 +52,6 @@ BpeModel BpeModel::build(const J& m, bool byte_level) {
                                 << " is not supported (encoding must be deterministic); set "
                                    "\"dropout\": null");
   }
-  AGENTR1_CHECK(!(m.contains("byte_fallback") && m["byte_fallback"].is_boolean() &&
-                  m["byte_fallback"].template get<bool>()),
-                "BPE byte_fallback=true is not supported; supported: byte_fallback=false with "
-                "a ByteLevel pre-tokenizer");
   AGENTR1_CHECK(str_or_empty("continuing_subword_prefix").empty(),
                 "BPE continuing_subword_prefix \"" << str_or_empty("continuing_subword_prefix")
                                                    << "\" is not supported; it must be null or \"\"");
@@ -72,6 +69,8 @@ BpeModel BpeModel::build(const J& m, bool byte_level) {
                        m["ignore_merges"].template get<bool>();
   bpe.fuse_unk_ = m.contains("fuse_unk") && m["fuse_unk"].is_boolean() &&
                   m["fuse_unk"].template get<bool>();
+  bpe.byte_fallback_ = m.contains("byte_fallback") && m["byte_fallback"].is_boolean() &&
+                       m["byte_fallback"].template get<bool>();
 
   const auto& vocab = m["vocab"];
   bpe.vocab_.reserve(vocab.size() * 2);
@@ -102,6 +101,15 @@ BpeModel BpeModel::build(const J& m, bool byte_level) {
     for (int b = 0; b < 256; ++b) {
       auto it = bpe.vocab_.find(alpha[b]);
       bpe.byte_ids_[b] = it == bpe.vocab_.end() ? -1 : it->second;
+    }
+  }
+
+  if (bpe.byte_fallback_) {
+    static const char* const kHex = "0123456789ABCDEF";
+    for (int b = 0; b < 256; ++b) {
+      const char name[7] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>', 0};
+      auto it = bpe.vocab_.find(name);
+      bpe.fallback_ids_[b] = it == bpe.vocab_.end() ? -1 : it->second;
     }
   }
 
@@ -202,7 +210,18 @@ void BpeModel::initial_symbols(std::string_view word, TokenIds& out) const {
     ch.assign(word.data() + i, len);
     auto it = vocab_.find(ch);
     if (it == vocab_.end()) {
-      push_unknown();
+      bool all = byte_fallback_;
+      for (size_t k = 0; all && k < len; ++k) {
+        all = fallback_ids_[static_cast<unsigned char>(word[i + k])] >= 0;
+      }
+      if (all) {
+        for (size_t k = 0; k < len; ++k) {
+          out.push_back(fallback_ids_[static_cast<unsigned char>(word[i + k])]);
+        }
+        last_unk = false;
+      } else {
+        push_unknown();
+      }
     } else {
       out.push_back(it->second);
       last_unk = false;
@@ -348,7 +367,7 @@ std::string BpeModel::to_json_text() const {
   out += null_or(unk_token_);
   out += ",\n    \"continuing_subword_prefix\": \"\",\n    \"end_of_word_suffix\": \"\",\n";
   out += std::string("    \"fuse_unk\": ") + (fuse_unk_ ? "true" : "false") + ",\n";
-  out += "    \"byte_fallback\": false,\n";
+  out += std::string("    \"byte_fallback\": ") + (byte_fallback_ ? "true" : "false") + ",\n";
   out += std::string("    \"ignore_merges\": ") + (ignore_merges_ ? "true" : "false") + ",\n";
   out += "    \"vocab\": {";
   bool first = true;

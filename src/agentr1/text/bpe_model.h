@@ -8,9 +8,11 @@
 // A word starts as one symbol per character (per byte when byte_level: each byte is
 // spelled by its GPT-2 character, see byte_level.h); then the adjacent pair with the
 // lowest merge rank is merged, leftmost first on ties, until no pair has a rank. This
-// is HF tokenizers' algorithm (dropout must be null; byte_fallback false;
-// continuing_subword_prefix / end_of_word_suffix empty). Results for words shorter than
-// 256 bytes are cached (bounded, thread-safe).
+// is HF tokenizers' algorithm (dropout must be null; continuing_subword_prefix /
+// end_of_word_suffix empty). A character missing from the vocab becomes, with
+// byte_fallback, the tokens "<0xNN>" of its UTF-8 bytes (when all exist), else unk_token
+// (consecutive ones fused into one with fuse_unk), else it is dropped. Results for words
+// shorter than 256 bytes are cached (bounded, thread-safe).
 #pragma once
 
 #include <cstdint>
@@ -63,6 +65,7 @@ class BpeModel {
   // Largest id in the vocab plus one.
   TokenId id_limit() const { return static_cast<TokenId>(id_to_token_.size()); }
   bool byte_level() const { return byte_level_; }
+  bool byte_fallback() const { return byte_fallback_; }
 
   // The "model" object for tokenizer.json as JSON text (vocab in id order, merges as
   // [a, b] pairs), written directly: ordered_json would be quadratic in the vocab size.
@@ -91,7 +94,9 @@ class BpeModel {
   std::unordered_map<uint64_t, MergeInfo> merges_;
   std::vector<std::pair<TokenId, TokenId>> merge_list_;  // in rank order, for to_json
   TokenId byte_ids_[256];                                // byte -> id of its character
+  TokenId fallback_ids_[256];                            // byte -> id of "<0xNN>", or -1
   bool byte_level_ = false;
+  bool byte_fallback_ = false;
   bool ignore_merges_ = false;
   bool fuse_unk_ = false;
   std::optional<std::string> unk_token_;

@@ -16,7 +16,7 @@ namespace {
 const char* const kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-const char* const kSupportedPreTokenizers = "Sequence, Split, ByteLevel (or null)";
+const char* const kSupportedPreTokenizers = "Sequence, Split, Metaspace, ByteLevel (or null)";
 
 // Per-thread PCRE2 match state: one ovector pair is all we read, a JIT stack that can
 // grow for long inputs.
@@ -155,6 +155,21 @@ void Regex::find_all(std::string_view s, uint32_t base, std::vector<Span>& out) 
 
 namespace {
 
+// A literal as a PCRE2 pattern (\Q...\E, with any \E inside escaped).
+std::string quote_literal(const std::string& lit) {
+  std::string quoted = "\\Q";
+  for (size_t p = 0; p < lit.size(); ++p) {
+    if (lit.compare(p, 2, "\\E") == 0) {
+      quoted += "\\E\\\\E\\Q";
+      ++p;
+    } else {
+      quoted += lit[p];
+    }
+  }
+  quoted += "\\E";
+  return quoted;
+}
+
 // An optional option of a component: absent or null gives the default; another type
 // is an Error naming the component and the key (never json's own type_error).
 bool flag_option(const json& j, const char* key, bool dflt, const std::string& where) {
@@ -196,19 +211,7 @@ void PreTokenizer::add_component(const json& j, std::vector<Step>& steps,
     if (pat.contains("Regex")) {
       step.regex = std::make_shared<Regex>(pat["Regex"].get<std::string>());
     } else if (pat.contains("String")) {
-      // A literal: quote it for the regex engine.
-      std::string lit = pat["String"].get<std::string>();
-      std::string quoted = "\\Q";
-      for (size_t p = 0; p < lit.size(); ++p) {
-        if (lit.compare(p, 2, "\\E") == 0) {
-          quoted += "\\E\\\\E\\Q";
-          ++p;
-        } else {
-          quoted += lit[p];
-        }
-      }
-      quoted += "\\E";
-      step.regex = std::make_shared<Regex>(quoted);
+      step.regex = std::make_shared<Regex>(quote_literal(pat["String"].get<std::string>()));
     } else {
       throw Error(where + ": Split pattern must have \"Regex\" or \"String\", got " +
                   pat.dump());
@@ -224,6 +227,30 @@ void PreTokenizer::add_component(const json& j, std::vector<Step>& steps,
                   "\"; supported: Removed, Isolated, MergedWithPrevious, MergedWithNext, "
                   "Contiguous");
     step.invert = flag_option(j, "invert", false, where);
+  } else if (type == "Metaspace") {
+    step.is_metaspace = true;
+    step.replacement = text_option(j, "replacement", "\xE2\x96\x81", where);
+    char32_t cp;
+    AGENTR1_CHECK(!step.replacement.empty() &&
+                      valid_utf8_char(step.replacement, 0, &cp) == step.replacement.size(),
+                  where << ": Metaspace \"replacement\" must be one character, got \""
+                        << step.replacement << "\"");
+    std::string scheme = "always";
+    if (j.contains("prepend_scheme") && !j["prepend_scheme"].is_null()) {
+      scheme = text_option(j, "prepend_scheme", "always", where);
+    } else if (j.contains("add_prefix_space") && !j["add_prefix_space"].is_null()) {
+      scheme = flag_option(j, "add_prefix_space", true, where) ? "always" : "never";  // older files
+    }
+    if (scheme == "never") step.prepend = 0;
+    else if (scheme == "first") step.prepend = 1;
+    else if (scheme == "always") step.prepend = 2;
+    else
+      throw Error(where + ": Metaspace prepend_scheme \"" + scheme +
+                  "\" is unknown; supported: always, first, never");
+    if (flag_option(j, "split", true, where)) {
+      step.regex = std::make_shared<Regex>(quote_literal(step.replacement));
+      step.behavior = SplitBehavior::kMergedWithNext;
+    }
   } else if (type == "ByteLevel") {
     step.is_byte_level = true;
     step.add_prefix_space = flag_option(j, "add_prefix_space", true, where);
@@ -324,8 +351,8 @@ void split_piece(const Regex& re, SplitBehavior behavior, bool invert, std::stri
 
 }  // namespace
 
-void PreTokenizer::split(std::string_view text, std::string& buf,
-                         std::vector<Span>& pieces) const {
+void PreTokenizer::split(std::string_view text, std::string& buf, std::vector<Span>& pieces,
+                         bool at_text_start) const {
   AGENTR1_CHECK(text.size() < (1ull << 31),
                 "pre-tokenizer input of " << text.size() << " bytes is too long (limit 2 GiB)");
   buf.assign(text.data(), text.size());
@@ -341,6 +368,23 @@ void PreTokenizer::split(std::string_view text, std::string& buf,
         uint32_t b = static_cast<uint32_t>(nb.size());
         if (buf[p.begin] != ' ') nb.push_back(' ');
         nb.append(buf, p.begin, p.end - p.begin);
+        p = {b, static_cast<uint32_t>(nb.size())};
+      }
+      buf.swap(nb);
+    }
+    if (step.is_metaspace) {
+      const std::string& rep = step.replacement;
+      std::string nb;
+      nb.reserve(buf.size() + pieces.size() * rep.size() + 8);
+      for (Span& p : pieces) {
+        uint32_t b = static_cast<uint32_t>(nb.size());
+        std::string_view piece(buf.data() + p.begin, p.end - p.begin);
+        const bool prepend = step.prepend == 2 || (step.prepend == 1 && at_text_start && p.begin == 0);
+        if (prepend && piece.compare(0, rep.size(), rep) != 0 && piece[0] != ' ') nb += rep;
+        for (char c : piece) {
+          if (c == ' ') nb += rep;
+          else nb.push_back(c);
+        }
         p = {b, static_cast<uint32_t>(nb.size())};
       }
       buf.swap(nb);

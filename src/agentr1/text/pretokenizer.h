@@ -8,9 +8,15 @@
 //
 // Supported components: null (the whole text is one piece), Sequence, Split (Regex or
 // String pattern; behaviors Removed, Isolated, MergedWithPrevious, MergedWithNext,
-// Contiguous; invert) and ByteLevel (add_prefix_space, use_regex, trim_offsets, which
-// does not affect ids). ByteLevel, when present, must be the last step; the byte ->
-// character mapping itself is applied by the BPE model (see byte_level()).
+// Contiguous; invert), Metaspace (replacement, prepend_scheme always / first / never,
+// split) and ByteLevel (add_prefix_space, use_regex, trim_offsets, which does not affect
+// ids). ByteLevel, when present, must be the last step; the byte -> character mapping
+// itself is applied by the BPE model (see byte_level()).
+//
+// Metaspace follows HF tokenizers (Rust): spaces become the replacement ("▁"), which is
+// prepended to a piece not starting with it (always; or for "first" only to the piece at
+// the very start of the input text), and split=true cuts before every replacement. One
+// known divergence from tokenizers.js: it ignores split (never cuts).
 //
 // Regexes are written for Oniguruma (what HF tokenizers uses) and run here with PCRE2
 // (UTF + UCP, JIT-compiled once, thread-safe matching). Differences are bridged by a
@@ -70,7 +76,9 @@ class PreTokenizer {
   // Splits `text` (valid UTF-8). `buf` receives the text the pieces point into (a copy of
   // `text`, with a space prepended to pieces when ByteLevel.add_prefix_space says so);
   // `pieces` receives the non-empty pre-tokens, in order. Both are overwritten.
-  void split(std::string_view text, std::string& buf, std::vector<Span>& pieces) const;
+  // `at_text_start`: `text` begins at offset 0 of the input (Metaspace prepend "first").
+  void split(std::string_view text, std::string& buf, std::vector<Span>& pieces,
+             bool at_text_start = true) const;
 
   // True when the last step is ByteLevel: pieces must be mapped byte -> character before
   // the vocabulary lookup.
@@ -86,6 +94,9 @@ class PreTokenizer {
     bool invert = false;
     bool add_prefix_space = false;  // ByteLevel only
     bool is_byte_level = false;
+    bool is_metaspace = false;
+    std::string replacement;     // Metaspace: the character spaces become
+    int prepend = 0;             // Metaspace: 0 never, 1 first, 2 always
   };
   static void add_component(const json& j, std::vector<Step>& steps, const std::string& where);
   std::vector<Step> steps_;

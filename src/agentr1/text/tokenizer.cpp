@@ -9,6 +9,8 @@
 #include "agentr1/core/log.h"
 #include "agentr1/text/bpe_model.h"
 #include "agentr1/text/byte_level.h"
+#include "agentr1/text/decoder.h"
+#include "agentr1/text/normalizer.h"
 #include "agentr1/text/pretokenizer.h"
 #include "agentr1/text/unicode.h"
 
@@ -18,7 +20,8 @@ namespace fs = std::filesystem;
 
 struct Tokenizer::Impl {
   // tokenizer.json
-  std::vector<NormalForm> normalizers;  // applied in order
+  Normalizer normalizer;
+  Decoder decoder;
   json normalizer_src, post_processor_src, decoder_src, truncation_src, padding_src;
   std::string version = "1.0";
   PreTokenizer pre;
@@ -30,6 +33,7 @@ struct Tokenizer::Impl {
   TokenId vocab_size = 0;
   // Per id: what decode emits, and whether it is an added (and special) token.
   enum Kind : uint8_t { kNone = 0, kVocab = 1, kAdded = 2, kAddedSpecial = 3 };
+  // id_bytes: the bytes for the ByteLevel decoder, the token text otherwise.
   std::vector<std::string> id_bytes;
   std::vector<uint8_t> id_kind;
   // tokenizer_config.json
@@ -39,13 +43,12 @@ struct Tokenizer::Impl {
   std::optional<std::string> bos, eos, pad;
   bool add_bos = false, add_eos = false;
 
-  std::string normalize_text(std::string_view s) const {
-    std::string out(s);
-    for (NormalForm f : normalizers) out = normalize(out, f);
-    return out;
-  }
-  void encode_words(std::string_view s, TokenIds& out) const;
-  void encode_plain(std::string_view s, bool allow_special, TokenIds& out) const;
+  std::string normalize_text(std::string_view s) const { return normalizer.apply(s); }
+  void encode_words(std::string_view s, bool at_text_start, TokenIds& out) const;
+  void encode_plain(std::string_view s, bool allow_special, bool at_text_start,
+                    TokenIds& out) const;
+  // The decoder's raw bytes for `ids` (not the ByteLevel fast path); throws for unknown ids.
+  std::string decode_general(const TokenIds& ids, bool skip_special, bool at_start) const;
   std::optional<TokenId> id_of(const std::optional<std::string>& tok) const {
     if (!tok) return std::nullopt;
     auto it = added_by_content.find(*tok);
@@ -56,7 +59,6 @@ struct Tokenizer::Impl {
 
 namespace {
 
-const char* const kSupportedNormalizers = "NFC, NFD, NFKC, NFKD, Sequence (or null)";
 const char* const kSupportedPostProcessors =
     "ByteLevel, TemplateProcessing, RobertaProcessing, BertProcessing, Sequence (or null)";
 
@@ -65,28 +67,6 @@ const char* const kSupportedPostProcessors =
 template <class J>
 json to_ordered(const J& j) {
   return json::parse(nlohmann::json::parse(j.dump()).dump());
-}
-
-void parse_normalizer(const json& j, std::vector<NormalForm>& out, const std::string& where) {
-  if (j.is_null()) return;
-  AGENTR1_CHECK(j.is_object() && j.contains("type") && j["type"].is_string(),
-                where << " must be null or an object with a string \"type\", got " << j.dump());
-  const std::string type = j["type"].get<std::string>();
-  if (type == "NFC") out.push_back(NormalForm::kNFC);
-  else if (type == "NFD") out.push_back(NormalForm::kNFD);
-  else if (type == "NFKC") out.push_back(NormalForm::kNFKC);
-  else if (type == "NFKD") out.push_back(NormalForm::kNFKD);
-  else if (type == "Sequence") {
-    AGENTR1_CHECK(j.contains("normalizers") && j["normalizers"].is_array(),
-                  where << ": Sequence needs an array \"normalizers\"");
-    size_t k = 0;
-    for (const auto& sub : j["normalizers"]) {
-      parse_normalizer(sub, out, where + ".normalizers[" + std::to_string(k++) + "]");
-    }
-  } else {
-    throw Error(where + ": unsupported normalizer type \"" + type + "\"; supported: " +
-                kSupportedNormalizers);
-  }
 }
 
 void check_post_processor(const json& j, const std::string& where) {
@@ -147,19 +127,12 @@ std::shared_ptr<Tokenizer::Impl> build(const J& tj, const json& config) {
   m.truncation_src = component("truncation");
   m.padding_src = component("padding");
   m.normalizer_src = component("normalizer");
-  parse_normalizer(m.normalizer_src, m.normalizers, "normalizer");
+  m.normalizer = Normalizer::from_json(m.normalizer_src, "normalizer");
   m.pre = PreTokenizer::from_json(component("pre_tokenizer"));
   m.post_processor_src = component("post_processor");
   check_post_processor(m.post_processor_src, "post_processor");
   m.decoder_src = component("decoder");
-  {
-    const json& d = m.decoder_src;
-    std::string type = d.is_object() && d.contains("type") && d["type"].is_string()
-                           ? d["type"].get<std::string>()
-                           : d.dump();
-    AGENTR1_CHECK(type == "ByteLevel",
-                  "decoder: unsupported decoder type \"" << type << "\"; supported: ByteLevel");
-  }
+  m.decoder = Decoder::from_json(m.decoder_src, "decoder");
   m.bpe = with_context("model", [&] { return BpeModel::from_json(tj["model"], m.pre.byte_level()); });
 
   // Added tokens.
@@ -225,7 +198,9 @@ std::shared_ptr<Tokenizer::Impl> build(const J& tj, const json& config) {
     if (!tok) continue;
     m.id_kind[id] = Tokenizer::Impl::kVocab;
     // HF's ByteLevel decoder keeps a token's raw text when it is not byte-level spelled.
-    if (!byte_level_to_bytes(*tok, m.id_bytes[id])) m.id_bytes[id] = *tok;
+    if (!m.decoder.byte_level_only() || !byte_level_to_bytes(*tok, m.id_bytes[id])) {
+      m.id_bytes[id] = *tok;
+    }
   }
   for (const AddedToken& t : m.added) {
     m.id_kind[t.id] = t.special ? Tokenizer::Impl::kAddedSpecial : Tokenizer::Impl::kAdded;
@@ -319,24 +294,25 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   return Tokenizer(std::move(impl));
 }
 
-void Tokenizer::Impl::encode_words(std::string_view s, TokenIds& out) const {
+void Tokenizer::Impl::encode_words(std::string_view s, bool at_text_start, TokenIds& out) const {
   thread_local std::string buf;
   thread_local std::vector<Span> pieces;
-  pre.split(s, buf, pieces);
+  pre.split(s, buf, pieces, at_text_start);
   for (const Span& p : pieces) {
     bpe.encode_word(std::string_view(buf).substr(p.begin, p.end - p.begin), out);
   }
 }
 
-void Tokenizer::Impl::encode_plain(std::string_view s, bool allow_special, TokenIds& out) const {
+void Tokenizer::Impl::encode_plain(std::string_view s, bool allow_special, bool at_text_start,
+                                   TokenIds& out) const {
   std::string norm;
-  if (!normalizers.empty()) {
+  if (!normalizer.empty()) {
     norm = normalize_text(s);
     s = norm;
   }
   const AddedTokenMatcher& matcher = allow_special ? norm_all : norm_plain;
   if (matcher.empty()) {
-    encode_words(s, out);
+    encode_words(s, at_text_start, out);
     return;
   }
   std::vector<AddedTokenMatcher::Segment> segs;
@@ -345,7 +321,7 @@ void Tokenizer::Impl::encode_plain(std::string_view s, bool allow_special, Token
     if (seg.token >= 0) {
       out.push_back(added[seg.token].id);
     } else {
-      encode_words(s.substr(seg.begin, seg.end - seg.begin), out);
+      encode_words(s.substr(seg.begin, seg.end - seg.begin), at_text_start && seg.begin == 0, out);
     }
   }
 }
@@ -361,7 +337,7 @@ TokenIds Tokenizer::encode(std::string_view text, bool allow_special) const {
   out.reserve(text.size() / 3 + 4);
   const AddedTokenMatcher& matcher = allow_special ? m.raw_all : m.raw_plain;
   if (matcher.empty()) {
-    m.encode_plain(text, allow_special, out);
+    m.encode_plain(text, allow_special, /*at_text_start=*/true, out);
     return out;
   }
   std::vector<AddedTokenMatcher::Segment> segs;
@@ -370,14 +346,32 @@ TokenIds Tokenizer::encode(std::string_view text, bool allow_special) const {
     if (seg.token >= 0) {
       out.push_back(m.added[seg.token].id);
     } else {
-      m.encode_plain(text.substr(seg.begin, seg.end - seg.begin), allow_special, out);
+      m.encode_plain(text.substr(seg.begin, seg.end - seg.begin), allow_special, seg.begin == 0,
+                     out);
     }
   }
   return out;
 }
 
+std::string Tokenizer::Impl::decode_general(const TokenIds& ids, bool skip_special,
+                                            bool at_start) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (TokenId id : ids) {
+    AGENTR1_CHECK(id >= 0 && id < vocab_size && id_kind[id] != kNone,
+                  "decode: token id " << id << " is not in the vocabulary (vocab_size "
+                                      << vocab_size << ")");
+    if (id_kind[id] == kAddedSpecial && skip_special) continue;
+    tokens.push_back(id_bytes[id]);
+  }
+  return decoder.decode_raw(std::move(tokens), at_start);
+}
+
 std::string Tokenizer::decode(const TokenIds& ids, bool skip_special) const {
   const Impl& m = *impl_;
+  if (!m.decoder.byte_level_only()) {
+    return sanitize_utf8(m.decode_general(ids, skip_special, /*at_start=*/true));
+  }
   std::string out, chunk;
   for (TokenId id : ids) {
     AGENTR1_CHECK(id >= 0 && id < m.vocab_size && m.id_kind[id] != Impl::kNone,
@@ -473,6 +467,27 @@ std::string StreamDecoder::push(TokenId id) {
                                            << m.vocab_size << ")");
   uint8_t kind = m.id_kind[id];
   if (kind == Tokenizer::Impl::kAddedSpecial && skip_special_) return std::string();
+  if (!m.decoder.byte_level_only()) {
+    window_.push_back(id);
+    if (!m.decoder.incremental()) return std::string();
+    // Decode the ids since the last final point; return what is new, holding back an
+    // unfinished character. The window is dropped once its text is final: no partial
+    // character and, at the stream start, some text returned (a leading-space rule may
+    // still be consuming the first characters until then).
+    std::string raw = m.decode_general(window_, false, at_start_);
+    size_t hold = incomplete_utf8_tail(raw);
+    std::string out;
+    if (raw.size() >= emitted_ + hold) {
+      out = sanitize_utf8(std::string_view(raw).substr(emitted_, raw.size() - hold - emitted_));
+      emitted_ = raw.size() - hold;
+    }
+    if (hold == 0 && (!at_start_ || emitted_ > 0)) {
+      window_.clear();
+      emitted_ = 0;
+      at_start_ = false;
+    }
+    return out;
+  }
   if (kind != Tokenizer::Impl::kVocab) {
     std::string out = sanitize_utf8(pending_);
     pending_.clear();
@@ -487,9 +502,27 @@ std::string StreamDecoder::push(TokenId id) {
 }
 
 std::string StreamDecoder::flush() {
-  std::string out = sanitize_utf8(pending_);
+  const Tokenizer::Impl& m = *tok_.impl_;
+  std::string out;
+  if (!m.decoder.byte_level_only()) {
+    if (!window_.empty()) {
+      std::string raw = m.decode_general(window_, false, at_start_);
+      if (raw.size() > emitted_) out = sanitize_utf8(std::string_view(raw).substr(emitted_));
+    }
+    window_.clear();
+    emitted_ = 0;
+    at_start_ = true;
+    return out;
+  }
+  out = sanitize_utf8(pending_);
   pending_.clear();
   return out;
+}
+
+size_t StreamDecoder::pending() const {
+  if (tok_.impl_->decoder.byte_level_only()) return pending_.size();
+  if (window_.empty()) return 0;
+  return tok_.impl_->decode_general(window_, false, at_start_).size() - emitted_;
 }
 
 }  // namespace agentr1::text

@@ -1,5 +1,7 @@
-// agentr1/text/tokenizer.h — HuggingFace-compatible byte-level BPE tokenizer
-// (tokenizer.json + tokenizer_config.json; Qwen2/Qwen3, GPT-2, Llama 3 style).
+// agentr1/text/tokenizer.h — HuggingFace-compatible BPE tokenizer (tokenizer.json +
+// tokenizer_config.json): byte-level families (Qwen2/Qwen3, GPT-2, Llama 3, DeepSeek-V3,
+// gpt-oss, Mistral Nemo) and SentencePiece-converted ones (Llama 2, Mistral, Gemma:
+// byte_fallback BPE with "▁" for spaces).
 //
 //   Tokenizer tok = Tokenizer::load("models/qwen3");   // dir with tokenizer.json
 //   TokenIds ids = tok.encode("<|im_start|>user\nhi<|im_end|>");
@@ -16,12 +18,19 @@
 // valid strings, so this never changes the ids of valid input).
 //
 // Supported tokenizer.json components (anything else fails at load naming it):
-//   normalizer      null, NFC, NFD, NFKC, NFKD, Sequence of those
-//   pre_tokenizer   null, Split, ByteLevel, Sequence of those (see pretokenizer.h)
-//   model           BPE (dropout null, byte_fallback false, unk_token optional)
-//   decoder         ByteLevel (or null when the pre-tokenizer is not byte-level)
+//   normalizer      null, NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence (normalizer.h)
+//   pre_tokenizer   null, Split, Metaspace, ByteLevel, Sequence (pretokenizer.h)
+//   model           BPE (dropout null; byte_fallback, fuse_unk, unk_token, ignore_merges)
+//   decoder         ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence
+//                   (decoder.h)
 //   post_processor  null, ByteLevel, TemplateProcessing, RobertaProcessing,
 //                   BertProcessing, Sequence of those (kept for save; not applied)
+//
+// decode is the decoder's output as HF tokenizers gives it; transformers'
+// clean_up_tokenization_spaces is never applied (it would break decode(encode(s)) == s).
+// SentencePiece-style families do not round-trip every string: Llama 2 prepends "▁" to
+// each text segment and its Strip decoder removes only the first, so a segment after an
+// added token comes back with an extra leading space.
 //
 // A Tokenizer is an immutable value with shared state: copies are cheap, every const
 // method is thread-safe.
@@ -94,6 +103,9 @@ class Tokenizer {
 // Incremental decode of a growing id sequence: push(id) returns the text that became
 // complete. Bytes of an unfinished UTF-8 character are held back until the next push;
 // the concatenation of every push() and a final flush() equals tok.decode(all ids).
+// Leading-space rules of the decoder (Llama 2's Strip, Metaspace) apply only at the very
+// start of the stream. A decoder whose output can change retroactively (see
+// Decoder::incremental) is decoded at flush().
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false);
@@ -101,13 +113,19 @@ class StreamDecoder {
   std::string push(TokenId id);
   // Emits what is held back (an unfinished character becomes U+FFFD) and resets.
   std::string flush();
-  // Number of bytes currently held back (0..3).
-  size_t pending() const { return pending_.size(); }
+  // Number of bytes currently held back (0..3 for byte-level decoders; for others the
+  // bytes decoded but not yet returned).
+  size_t pending() const;
 
  private:
   Tokenizer tok_;
   bool skip_special_;
-  std::string pending_;
+  std::string pending_;  // byte-level: bytes of an unfinished character
+  // Other decoders: the ids since the last point where the text so far was final, and
+  // how many bytes of their decoded text were returned.
+  TokenIds window_;
+  size_t emitted_ = 0;
+  bool at_start_ = true;
 };
 
 }  // namespace agentr1::text
