@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -153,6 +154,13 @@ void ToolEnvOptions::validate() const {
       AGENTR1_CHECK(tools[i] != tools[j],
                     "tool env option 'tools' lists '" << tools[i] << "' twice");
   AGENTR1_CHECK(tool_kwargs.is_object(), "tool env option 'tool_kwargs' must be an object");
+  if (tool_format != "auto") {
+    const std::vector<std::string> formats = text::tool_format_names();
+    AGENTR1_CHECK(std::find(formats.begin(), formats.end(), tool_format) != formats.end(),
+                  "tool env option 'tool_format' is '"
+                      << tool_format << "', which is not a registered tool format; known: "
+                      << join(formats) << ", or auto (the chat template's own)");
+  }
   AGENTR1_CHECK(context.is_string() || context.is_object(),
                 "tool env option 'context' must be a policy name or {\"type\": name, ...options}, got "
                     << context.dump());
@@ -189,8 +197,11 @@ ToolEnv::ToolEnv(const EnvContext& ctx, ToolEnvOptions options)
     tools_.push_back(std::move(tool));
   }
   if (!options_.tools_in_prompt) tools_schema_ = json();  // tools stay callable, unlisted
+  const std::string format_name = options_.tool_format == "auto"
+                                      ? text::default_tool_format(ctx_.chat_template->source())
+                                      : options_.tool_format;
   format_ = with_context("tool env option 'tool_format'",
-                         [&] { return text::make_tool_format(options_.tool_format); });
+                         [&] { return text::make_tool_format(format_name); });
   policy_ = make_env_context_policy(options_.context, ctx_, render_options_, "tool");
   latency_ = Latency::from_ms(options_.tool_latency_ms, "tool env option 'tool_latency_ms'");
   latency_rng_ = Rng(derive_seed(ctx_.seed, {0x746f6f6cULL}));  // "tool": its own stream
@@ -204,6 +215,7 @@ Observation ToolEnv::reset(const Sample& sample) {
   messages_ = sample.prompt;
   head_size_ = messages_.size();
   turn_index_ = 0;
+  call_ids_.clear();
   anchor_ = "<start>";
   const std::string text = ctx_.chat_template->render(messages_, tools_schema_,
                                                       /*add_generation_prompt=*/true,
@@ -358,28 +370,58 @@ StepResult ToolEnv::step(const Action& action) {
     return result;
   }
 
-  // The assistant turn, with the well-formed calls as structured tool_calls.
+  // The assistant turn, with the well-formed calls as structured tool_calls, written
+  // the way the format's chat template needs them (ToolMessageRules).
+  const text::ToolMessageRules rules = format_->message_rules();
+  const bool format_limited = rules.max_calls_per_message > 0 &&
+                              rules.max_calls_per_message < options_.max_tool_calls_per_turn;
+  const size_t run_limit = static_cast<size_t>(
+      format_limited ? rules.max_calls_per_message : options_.max_tool_calls_per_turn);
+  const size_t listed = rules.max_calls_per_message > 0
+                            ? std::min(parsed.calls.size(), static_cast<size_t>(rules.max_calls_per_message))
+                            : parsed.calls.size();
+  // Call ids (Mistral): the model's when valid and unused in this episode, else derived
+  // from the seed, the turn and the call; malformed calls' tool messages get one too.
+  std::vector<std::string> ids(parsed.calls.size() + parsed.errors.size());
+  if (rules.call_ids) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::string id = i < parsed.calls.size() ? parsed.calls[i].id : std::string();
+      const auto used = [&](const std::string& x) {
+        return std::find(call_ids_.begin(), call_ids_.end(), x) != call_ids_.end();
+      };
+      for (uint64_t k = 0; !text::MistralToolFormat::is_valid_call_id(id) || used(id); ++k)
+        id = text::MistralToolFormat::make_call_id(
+            derive_seed(ctx_.seed, {0x63616c6cULL, turn_index_, i, k}));  // "call"
+      call_ids_.push_back(id);
+      ids[i] = id;
+    }
+  }
   json assistant = json::object();
   assistant["role"] = "assistant";
   assistant["content"] = parsed.content;
+  if (!parsed.reasoning.empty()) assistant["reasoning_content"] = parsed.reasoning;
   json tool_calls = json::array();
-  for (const auto& c : parsed.calls) {
+  for (size_t i = 0; i < listed; ++i) {
+    const auto& c = parsed.calls[i];
     json fn = json::object();
     fn["name"] = c.name;
-    fn["arguments"] = c.arguments;
+    fn["arguments"] = rules.arguments_as_string ? json(text::python_tojson(c.arguments)) : c.arguments;
     json tc = json::object();
+    if (rules.call_ids) tc["id"] = ids[i];
     tc["type"] = "function";
     tc["function"] = std::move(fn);
     tool_calls.push_back(std::move(tc));
   }
-  if (!tool_calls.empty()) assistant["tool_calls"] = std::move(tool_calls);
+  if (rules.content_null_with_calls && !tool_calls.empty()) assistant["content"] = nullptr;
+  if (!tool_calls.empty() || rules.call_ids) assistant["tool_calls"] = std::move(tool_calls);
   const size_t assistant_index = messages_.size();
   messages_.push_back(std::move(assistant));
 
-  auto add_tool_message = [&](const std::string& name, const std::string& content) {
+  auto add_tool_message = [&](const std::string& name, const std::string& content, size_t k) {
     json m = json::object();
     m["role"] = "tool";
     m["name"] = name;
+    if (rules.call_ids) m["tool_call_id"] = ids[k];
     m["content"] = content;
     messages_.push_back(std::move(m));
   };
@@ -395,19 +437,28 @@ StepResult ToolEnv::step(const Action& action) {
   std::vector<std::optional<PendingCall>> pending(parsed.calls.size());
   for (size_t i = 0; i < parsed.calls.size(); ++i) {
     const auto& call = parsed.calls[i];
-    if (static_cast<int>(i) < options_.max_tool_calls_per_turn && call.arguments.is_object())
+    if (i < run_limit && call.arguments.is_object())
       pending[i] = start_call(call.name, call.arguments);
   }
   float reward = 0.0f;
   for (size_t i = 0; i < parsed.calls.size(); ++i) {
     const auto& call = parsed.calls[i];
     ++n_calls;
-    if (static_cast<int>(i) >= options_.max_tool_calls_per_turn) {
+    if (i >= run_limit) {
       ++n_errors;
       note(call.name, "over_limit");
-      add_tool_message(call.name, "Error: too many tool calls in one response (limit " +
-                                      std::to_string(options_.max_tool_calls_per_turn) +
-                                      "); this call to '" + call.name + "' was not run");
+      if (format_limited)
+        add_tool_message(call.name, "Error: this model's chat template takes " +
+                                        std::to_string(rules.max_calls_per_message) +
+                                        " tool call(s) per response (tool format '" +
+                                        format_->name() + "'); this call to '" + call.name +
+                                        "' was not run. Make one call per response",
+                         i);
+      else
+        add_tool_message(call.name, "Error: too many tool calls in one response (limit " +
+                                        std::to_string(options_.max_tool_calls_per_turn) +
+                                        "); this call to '" + call.name + "' was not run",
+                         i);
       continue;
     }
     if (!pending[i]) {
@@ -416,7 +467,8 @@ StepResult ToolEnv::step(const Action& action) {
       note(call.name, "malformed");
       add_tool_message(call.name, "Error: malformed tool call to '" + call.name +
                                       "': \"arguments\" must be a JSON object, got " +
-                                      call.arguments.dump().substr(0, 80));
+                                      call.arguments.dump().substr(0, 80),
+                       i);
       continue;
     }
     CallOutcome out = finish_call(*pending[i]);
@@ -425,15 +477,16 @@ StepResult ToolEnv::step(const Action& action) {
     if (out.status == "unknown_tool") ++n_unknown;
     if (out.reward) reward += *out.reward;
     note(call.name, out.status);
-    add_tool_message(call.name, out.text);
+    add_tool_message(call.name, out.text, i);
   }
-  for (const auto& err : parsed.errors) {
+  for (size_t e = 0; e < parsed.errors.size(); ++e) {
     ++n_calls;
     ++n_errors;
     ++n_malformed;
     note("", "malformed");
-    add_tool_message("", "Error: malformed tool call: " + err.message +
-                             ". Write each call as the system prompt shows.");
+    add_tool_message("", "Error: malformed tool call: " + parsed.errors[e].message +
+                             ". Write each call as the system prompt shows.",
+                     parsed.calls.size() + e);
   }
 
   anchor_.clear();  // the next step's state: this turn's tool responses, in order

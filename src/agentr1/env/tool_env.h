@@ -9,6 +9,11 @@
 //
 // Registered as AgentEnv "tool"; its kwargs are ToolEnvOptions' fields.
 //
+// The tool format (text/tool_format.h) is options.tool_format, or with "auto" (the
+// default) the one the chat template's family writes: text::default_tool_format of
+// ctx.chat_template->source() ("hermes" for Qwen, "llama3_json", "deepseek_v3",
+// "mistral", "gpt_oss"; "hermes" when the source is empty or shows no known markers).
+//
 // One step:
 //   - the response text (without its trailing special tokens) is parsed with the
 //     ToolFormat ("hermes": <tool_call>{"name": ..., "arguments": {...}}</tool_call>);
@@ -21,6 +26,14 @@
 //     malformed call, a tool that throws, a timeout, or calls over the limit each give
 //     the model an error text as that call's tool response ("Error: unknown tool
 //     'calc'; available tools: calculator") and are counted; the episode goes on.
+//   - the messages follow the format's ToolMessageRules, so the family's template can
+//     render them: at most max_calls_per_message calls are run and listed (Llama 3.x:
+//     one; the rest get an error text), arguments as a JSON string and content null
+//     (DeepSeek-V3), and with call_ids (Mistral) every listed call an "id" (the
+//     model's when it is 9 letters/digits and unused in the episode, else one derived
+//     from EnvContext.seed, the turn and the call) and every tool message the matching
+//     "tool_call_id". A format's reasoning (gpt_oss analysis) goes to
+//     "reasoning_content";
 //   - tool rewards are summed into StepResult.reward;
 //   - the next prompt comes from the context policy (see context_policy.h for the
 //     token-exact append-only rule).
@@ -54,7 +67,8 @@ struct ToolEnvOptions {
   std::vector<std::string> tools;     // registered tool names offered to the model, in the
                                       // order the tools block lists them
   json tool_kwargs = json::object();  // {tool name: kwargs object} passed to make_tool
-  std::string tool_format = "hermes"; // how tool calls are written (text::make_tool_format)
+  std::string tool_format = "auto";   // how tool calls are written (text::make_tool_format
+                                      // name), or "auto": the chat template's default
   double tool_timeout_s = 5.0;        // per-call limit on execution time, counted from the
                                       // moment the call starts running; > 0
   double tool_queue_timeout_s = 60.0; // give up on a call that waited this long for a free
@@ -77,7 +91,9 @@ struct ToolEnvOptions {
   void visit(V& v) {
     v.field("tools", tools, "registered tool names offered to the model");
     v.field("tool_kwargs", tool_kwargs, "{tool name: kwargs object} passed to make_tool");
-    v.field("tool_format", tool_format, "tool-call format (hermes)");
+    v.field("tool_format", tool_format,
+            "tool-call format: auto (from the chat template) | hermes | llama3_json | "
+            "deepseek_v3 | mistral | gpt_oss");
     v.field("tool_timeout_s", tool_timeout_s, "per-call execution time limit, seconds");
     v.field("tool_queue_timeout_s", tool_queue_timeout_s,
             "give up on a call that could not start within this many seconds");
@@ -117,6 +133,8 @@ class ToolEnv : public AgentEnv {
   StepResult step(const Action& action) override;
 
   const ToolEnvOptions& options() const { return options_; }
+  // The tool format in use (options().tool_format, with "auto" resolved).
+  const text::ToolFormat& tool_format() const { return *format_; }
   // The conversation so far (OpenAI-style messages: prompt, assistant turns with
   // tool_calls, tool results).
   const json& messages() const { return messages_; }
@@ -148,6 +166,7 @@ class ToolEnv : public AgentEnv {
   bool started_ = false;
   bool finished_ = false;
   std::string anchor_;                         // the last turn's tool responses ("<start>" first)
+  std::vector<std::string> call_ids_;          // ids given out this episode (call_ids rules)
   Latency latency_;                            // options_.tool_latency_ms
   Rng latency_rng_{0};                         // its draws (seeded from EnvContext.seed)
 };

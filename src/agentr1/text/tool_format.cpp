@@ -1,6 +1,7 @@
 #include "agentr1/text/tool_format.h"
 
 #include <mutex>
+#include <set>
 #include <string_view>
 
 #include "agentr1/core/error.h"
@@ -127,7 +128,15 @@ std::string default_tool_format(const std::string& template_text) {
   if (has("<|channel|>") || has("<|start|>assistant")) return "gpt_oss";
   if (has("<|python_tag|>") || has("ipython")) return "llama3_json";
   if (has("<tool_call>")) return "hermes";
-  if (!template_text.empty()) {
+  // Noted once per template text (environments are made per episode).
+  static std::mutex mu;
+  static std::set<size_t> noted;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    first = noted.insert(std::hash<std::string>()(template_text)).second;
+  }
+  if (!template_text.empty() && first) {
     std::string names;
     for (const auto& n : tool_format_names()) names += (names.empty() ? "" : ", ") + n;
     AGENTR1_LOG(INFO) << "the chat template shows none of the tool-call markers agentr1 knows "

@@ -193,7 +193,8 @@ class GptOssToolFormat : public ToolFormat {
 // "[TOOL_CALLS]" -> mistral, "<｜tool▁calls▁begin｜>" -> deepseek_v3, "<|channel|>" or
 // "<|start|>assistant" (harmony) -> gpt_oss, "<|python_tag|>" or "ipython" ->
 // llama3_json, "<tool_call>" -> hermes. A template with none of them (or "") gives
-// hermes; a non-empty one logs an INFO note saying so and how to choose another.
+// hermes; a non-empty one logs an INFO note saying so and how to choose another (once
+// per template text and process).
 std::string default_tool_format(const std::string& template_text);
 
 // Makes a registered tool format. Throws Error "unknown tool format 'x'; known:
