@@ -9,8 +9,8 @@
 //   std::future<GenResult> f = generator.submit(std::move(req));   // thread-safe
 //   GenResult r = f.get();        // r.token_ids, r.logprobs (one per token)
 //
-// Implementations: rollout::Engine (in-process, continuous batching). A remote
-// engine (OpenAI-compatible server, token ids in/out) can implement the same.
+// Implementations: rollout::Engine (in-process, continuous batching) and
+// rollout::RemoteGenerator (OpenAI-compatible servers, token ids in/out).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +41,11 @@ const char* finish_reason_name(FinishReason r);
 struct GenRequest {
   TokenIds prompt_ids;               // exact ids the policy sees; never re-tokenised
   SamplingParams sampling;
+  uint64_t affinity_key = 0;         // requests sharing a nonzero key share a prompt prefix
+                                     // (a GRPO group, and its trajectories' later turns): a
+                                     // generator with several servers sends them to one, whose
+                                     // prefix cache then serves them all; 0 = none. Never
+                                     // changes what is generated
 };
 
 struct GenResult {

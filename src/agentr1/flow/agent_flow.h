@@ -51,6 +51,9 @@ struct FlowContext {
                                                    // runs the flows themselves.
   TokenIds stop_token_ids;                         // end a turn (e.g. <|im_end|>, eos); added
                                                    // to FlowOptions.sampling.stop_token_ids
+  uint64_t affinity_key = 0;                       // GenRequest.affinity_key of every turn;
+                                                   // run_trajectory sets it per sample (the
+                                                   // group), so a group stays on one server
 
   // Throws Error naming the missing member (generator, tokenizer, chat_template).
   void validate() const;

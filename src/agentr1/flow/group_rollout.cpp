@@ -8,6 +8,7 @@
 namespace agentr1::flow {
 namespace {
 constexpr uint64_t kSeedTrajectory = 0x7472616aULL;  // "traj": separates trajectory seeds
+constexpr uint64_t kSeedAffinity = 0x67726f75ULL;    // "grou": a group's affinity key
 }  // namespace
 
 uint64_t trajectory_seed(uint64_t seed, uint64_t sample_index, uint64_t repeat) {
@@ -17,7 +18,11 @@ uint64_t trajectory_seed(uint64_t seed, uint64_t sample_index, uint64_t repeat) 
 Trajectory run_trajectory(const Sample& sample, uint64_t sample_index, int repeat, const FlowContext& ctx,
                           const FlowOptions& opts, uint64_t seed) {
   std::unique_ptr<AgentFlow> flow = make_flow_for(sample, opts);
-  Trajectory t = flow->run(sample, ctx, opts, trajectory_seed(seed, sample_index, static_cast<uint64_t>(repeat)));
+  // The n repeats of a sample share a prompt: one affinity key per group (never 0).
+  FlowContext group_ctx = ctx;
+  group_ctx.affinity_key = derive_seed(seed, {kSeedAffinity, sample_index}) | 1;
+  Trajectory t =
+      flow->run(sample, group_ctx, opts, trajectory_seed(seed, sample_index, static_cast<uint64_t>(repeat)));
   t.group = std::to_string(seed) + ":" + std::to_string(sample_index);
   t.uid = t.group + ":" + std::to_string(repeat);
   return t;

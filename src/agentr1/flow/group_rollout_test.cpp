@@ -2,6 +2,7 @@
 // runs, in sample-major order, with shared groups and unique uids.
 #include "agentr1/flow/group_rollout.h"
 
+#include <map>
 #include <random>
 #include <set>
 
@@ -91,6 +92,35 @@ TEST(GroupRollout, ConcurrentEqualsSequential) {
   FlowContext ctx4 = make_context(&gen4, &tools2);
   auto other = run_group_rollouts(batch, n, ctx4, o, /*seed=*/100, drivers);
   EXPECT_NE(dump(other), dump(par));
+}
+
+// Every turn of every repeat of a sample carries one nonzero affinity key (a remote
+// generator keeps the group on one server); different samples get different keys.
+TEST(GroupRollout, GroupsShareOneAffinityKey) {
+  register_fakes();
+  FlowOptions o;
+  o.env_kwargs = {{"tools", {"adder"}}};
+  o.max_steps = 3;
+  const auto batch = samples();
+  ScriptedGenerator gen(policy);
+  ThreadPool tools(2), drivers(8);
+  FlowContext ctx = make_context(&gen, &tools);
+  run_group_rollouts(batch, /*n=*/3, ctx, o, /*seed=*/5, drivers);
+  std::map<size_t, std::set<uint64_t>> keys;  // sample -> keys its requests carried
+  for (const GenRequest& r : gen.requests()) {
+    const std::string text = tok().decode(r.prompt_ids);
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (text.find("q" + std::to_string(i)) != std::string::npos) keys[i].insert(r.affinity_key);
+  }
+  ASSERT_EQ(keys.size(), batch.size());
+  std::set<uint64_t> all;
+  for (const auto& [i, k] : keys) {
+    ASSERT_EQ(k.size(), 1u) << "sample " << i;
+    EXPECT_NE(*k.begin(), 0u);
+    all.insert(*k.begin());
+  }
+  EXPECT_EQ(all.size(), batch.size());
+  EXPECT_GT(gen.requests().size(), batch.size() * 3) << "later turns were generated too";
 }
 
 TEST(GroupRollout, ErrorsNameTheSampleAndPoolsMustDiffer) {

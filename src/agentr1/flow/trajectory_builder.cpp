@@ -106,6 +106,7 @@ std::optional<Step> TrajectoryBuilder::generate(TokenIds prompt_ids) {
   req.sampling.max_new_tokens =
       std::min({opts_.max_new_tokens, left, max_context - prompt_len});
   req.sampling.seed = turn_seed(seed_, turn);
+  req.affinity_key = ctx_.affinity_key;
   const int cap = req.sampling.max_new_tokens;
   req.prompt_ids = std::move(prompt_ids);
   // The request is moved into the generator; keep the prompt for the Step.
