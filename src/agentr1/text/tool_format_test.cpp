@@ -856,7 +856,15 @@ TEST(ToolFormats, NeverThrow) {
       for (int k = 0; k < len; ++k) s += f.pieces[rng() % f.pieces.size()];
       ParsedResponse r;
       ASSERT_NO_THROW(r = fmt->parse(s)) << s;
-      for (const auto& e : r.errors) ASSERT_NO_THROW(json(e.message).dump()) << s;
+      for (const auto& e : r.errors) {
+        ASSERT_NO_THROW(json(e.message).dump()) << s;
+        ASSERT_FALSE(e.message.empty());
+        ASSERT_NE(s.find(e.raw), std::string::npos) << "raw is model text: " << e.raw;
+      }
+      for (const auto& c : r.calls) {
+        ASSERT_TRUE(c.arguments.is_object());
+        ASSERT_NE(s.find(c.raw), std::string::npos) << "raw is model text: " << c.raw;
+      }
     }
   }
 }
