@@ -411,5 +411,267 @@ TEST(Tokenizer, MalformedJsonGivesClearErrors) {
   EXPECT_THROW(Tokenizer::load("/nonexistent/dir"), Error);
 }
 
+// ---- SentencePiece-converted tokenizers (Llama 2 / Gemma style) -------------------------
+//
+// A tiny byte_fallback vocabulary: <unk> <s> </s> = 0 1 2; the byte tokens "<0xNN>" = 3 + NN,
+// except <0xF0>..<0xF4> (so 4-byte characters such as emoji fall back to <unk>);
+// "▁" 259, "a" 260, "b" 261, "c" 262, "▁a" 263, "ab" 264, "▁ab" 265, "é" 266, "b▁" 267.
+// Merges by rank: ("▁","a"), ("a","b"), ("▁a","b"). Llama 2's normalizer (Prepend "▁",
+// Replace " " -> "▁") and decoder (Replace "▁" -> " ", ByteFallback, Fuse, Strip one
+// leading space).
+const char* const kMeta = "\xE2\x96\x81";  // "▁" U+2581
+constexpr TokenId kByte0 = 3, kMetaId = 259, kA = 260, kB = 261, kC = 262, kMetaA = 263,
+                  kAB = 264, kMetaAB = 265, kEAcute = 266, kBMeta = 267;
+
+json sp_tokenizer_json() {
+  json vocab = json::object();
+  vocab["<unk>"] = 0;
+  vocab["<s>"] = 1;
+  vocab["</s>"] = 2;
+  const char* hex = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    if (b >= 0xF0 && b <= 0xF4) continue;
+    vocab[std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">"] = kByte0 + b;
+  }
+  const std::string m = kMeta;
+  vocab[m] = kMetaId;
+  vocab["a"] = kA;
+  vocab["b"] = kB;
+  vocab["c"] = kC;
+  vocab[m + "a"] = kMetaA;
+  vocab["ab"] = kAB;
+  vocab[m + "ab"] = kMetaAB;
+  vocab["\xC3\xA9"] = kEAcute;
+  vocab["b" + m] = kBMeta;
+  json j = json::parse(R"JSON({
+    "version": "1.0", "truncation": null, "padding": null,
+    "added_tokens": [
+      {"id": 0, "content": "<unk>", "single_word": false, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": true},
+      {"id": 1, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": true},
+      {"id": 2, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false,
+       "normalized": false, "special": true}
+    ],
+    "normalizer": {"type": "Sequence", "normalizers": [
+      {"type": "Prepend", "prepend": "\u2581"},
+      {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+    "pre_tokenizer": null,
+    "post_processor": null,
+    "decoder": {"type": "Sequence", "decoders": [
+      {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+      {"type": "ByteFallback"}, {"type": "Fuse"},
+      {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+    "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>",
+              "continuing_subword_prefix": null, "end_of_word_suffix": null,
+              "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
+              "merges": [["\u2581", "a"], ["a", "b"], ["\u2581a", "b"]]}
+  })JSON");
+  j["model"]["vocab"] = vocab;
+  return j;
+}
+
+TokenId byte_id(unsigned char b) { return kByte0 + b; }
+
+TEST(SentencePiece, PrependReplaceAndMerges) {
+  Tokenizer tok = Tokenizer::from_json(sp_tokenizer_json());
+  // "ab c" -> "▁ab▁c" -> ▁ a b ▁ c; ("▁","a") then ("▁a","b"); ("b","▁") has no merge.
+  EXPECT_EQ(tok.encode("ab c"), (TokenIds{kMetaAB, kMetaId, kC}));
+  // Two spaces: "▁ab▁▁c".
+  EXPECT_EQ(tok.encode("ab  c"), (TokenIds{kMetaAB, kMetaId, kMetaId, kC}));
+  EXPECT_EQ(tok.encode(""), TokenIds{});
+  // Each segment around an added token gets its own "▁" (Prepend runs per segment).
+  EXPECT_EQ(tok.encode("c<s>ab"), (TokenIds{kMetaId, kC, 1, kMetaAB}));
+  EXPECT_EQ(tok.encode("<s>"), (TokenIds{1}));
+}
+
+TEST(SentencePiece, ByteFallbackAndFusedUnk) {
+  Tokenizer tok = Tokenizer::from_json(sp_tokenizer_json());
+  // "€" (E2 82 AC) is not in the vocab: its three byte tokens.
+  EXPECT_EQ(tok.encode("a\xC3\xA9\xE2\x82\xAC"),
+            (TokenIds{kMetaA, kEAcute, byte_id(0xE2), byte_id(0x82), byte_id(0xAC)}));
+  // "😀" (F0 9F 98 80) lacks <0xF0>: <unk>; two in a row fuse into one (fuse_unk).
+  EXPECT_EQ(tok.encode("\xF0\x9F\x98\x80\xF0\x9F\x98\x80" "a"), (TokenIds{kMetaId, 0, kA}));
+  json no_fuse = sp_tokenizer_json();
+  no_fuse["model"]["fuse_unk"] = false;
+  EXPECT_EQ(Tokenizer::from_json(no_fuse).encode("\xF0\x9F\x98\x80\xF0\x9F\x98\x80" "a"),
+            (TokenIds{kMetaId, 0, 0, kA}));
+  // Without byte_fallback, "€" becomes <unk>.
+  json no_fallback = sp_tokenizer_json();
+  no_fallback["model"]["byte_fallback"] = false;
+  EXPECT_EQ(Tokenizer::from_json(no_fallback).encode("a\xE2\x82\xAC"),
+            (TokenIds{kMetaA, 0}));
+}
+
+TEST(SentencePiece, DecodeChain) {
+  Tokenizer tok = Tokenizer::from_json(sp_tokenizer_json());
+  // " ab" " " "c" -> " ab c" -> Strip drops the one leading space.
+  EXPECT_EQ(tok.decode({kMetaAB, kMetaId, kC}), "ab c");
+  // Byte tokens join into UTF-8: "€".
+  EXPECT_EQ(tok.decode({kMetaA, kEAcute, byte_id(0xE2), byte_id(0x82), byte_id(0xAC)}),
+            "a\xC3\xA9\xE2\x82\xAC");
+  // An unfinished run becomes U+FFFD (one per maximal subpart).
+  EXPECT_EQ(tok.decode({kA, byte_id(0xE2), byte_id(0x82), kB}), "a\xEF\xBF\xBD" "b");
+  // Added tokens go through the chain too; only the text's first space is stripped.
+  EXPECT_EQ(tok.decode({kMetaId, kC, 1, kMetaAB}), "c<s> ab");
+  EXPECT_EQ(tok.decode({kMetaId, kC, 1, kMetaAB}, /*skip_special=*/true), "c ab");
+  EXPECT_EQ(tok.decode({1, kMetaAB}), "<s> ab");
+  EXPECT_EQ(tok.decode({}), "");
+  // The round trip of a string without added tokens is exact.
+  for (const char* s : {"ab c", " ab", "ab  ", "\xC3\xA9\xE2\x82\xAC c", "\n\ta"}) {
+    EXPECT_EQ(tok.decode(tok.encode(s)), s) << s;
+  }
+}
+
+TEST(SentencePiece, StripStopAndRegexReplace) {
+  json j = sp_tokenizer_json();
+  // Collapse space runs first (a Regex Replace), and strip one trailing space on decode.
+  j["normalizer"]["normalizers"].insert(
+      j["normalizer"]["normalizers"].begin(),
+      json::parse(R"({"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "})"));
+  j["decoder"]["decoders"][3]["stop"] = 1;
+  Tokenizer tok = Tokenizer::from_json(j);
+  EXPECT_EQ(tok.encode("ab   c"), (TokenIds{kMetaAB, kMetaId, kC}));
+  // " ab c " -> strip one space at each end.
+  EXPECT_EQ(tok.decode({kMetaAB, kMetaId, kC, kMetaId}), "ab c");
+}
+
+json metaspace_json(const char* scheme, bool split) {
+  json j = sp_tokenizer_json();
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = json::parse(R"({"type": "Metaspace", "replacement": "\u2581"})");
+  j["pre_tokenizer"]["prepend_scheme"] = scheme;
+  j["pre_tokenizer"]["split"] = split;
+  j["decoder"] = json::parse(R"({"type": "Sequence", "decoders": [
+      {"type": "Metaspace", "replacement": "\u2581"}, {"type": "ByteFallback"},
+      {"type": "Fuse"}]})");
+  j["decoder"]["decoders"][0]["prepend_scheme"] = scheme;
+  // ("b", "▁") merges first, so "▁ab▁c" merges differently with and without split.
+  j["model"]["merges"].insert(j["model"]["merges"].begin(), json::array({"b", kMeta}));
+  return j;
+}
+
+TEST(SentencePiece, MetaspacePreTokenizer) {
+  // split false: ▁ a b ▁ c -> ("b","▁") -> ▁ a b▁ c -> ("▁","a") -> ▁a b▁ c.
+  EXPECT_EQ(Tokenizer::from_json(metaspace_json("always", false)).encode("ab c"),
+            (TokenIds{kMetaA, kBMeta, kC}));
+  // split true (HF tokenizers): pieces "▁ab" and "▁c" are merged separately.
+  EXPECT_EQ(Tokenizer::from_json(metaspace_json("always", true)).encode("ab c"),
+            (TokenIds{kMetaAB, kMetaId, kC}));
+  // prepend_scheme: "first" only at the start of the text, "always" on every segment,
+  // "never" nowhere.
+  Tokenizer first = Tokenizer::from_json(metaspace_json("first", true));
+  Tokenizer always = Tokenizer::from_json(metaspace_json("always", true));
+  Tokenizer never = Tokenizer::from_json(metaspace_json("never", true));
+  EXPECT_EQ(first.encode("ab"), (TokenIds{kMetaAB}));
+  EXPECT_EQ(first.encode("<s>ab"), (TokenIds{1, kAB}));
+  EXPECT_EQ(always.encode("<s>ab"), (TokenIds{1, kMetaAB}));
+  EXPECT_EQ(never.encode("ab"), (TokenIds{kAB}));
+  // A text starting with a space already starts with "▁": nothing is prepended.
+  EXPECT_EQ(always.encode(" ab"), (TokenIds{kMetaAB}));
+  // The Metaspace decoder drops the first token's leading space, except for "never".
+  EXPECT_EQ(always.decode({kMetaAB, kMetaId, kC}), "ab c");
+  EXPECT_EQ(never.decode({kMetaAB, kMetaId, kC}), " ab c");
+  EXPECT_EQ(never.decode(never.encode(" ab c")), " ab c");
+}
+
+TEST(SentencePiece, StreamDecoderAgreesWithDecode) {
+  json strip_stop = sp_tokenizer_json();
+  strip_stop["decoder"]["decoders"][3]["stop"] = 1;  // not incremental: decoded at flush
+  std::vector<Tokenizer> toks = {Tokenizer::from_json(sp_tokenizer_json()),
+                                 Tokenizer::from_json(strip_stop),
+                                 Tokenizer::from_json(metaspace_json("always", false)),
+                                 Tokenizer::from_json(metaspace_json("never", false))};
+  std::vector<TokenId> pool = {0, 1, 2, kMetaId, kA, kB, kC, kMetaA, kAB, kMetaAB, kEAcute,
+                               kBMeta, byte_id(0x20), byte_id(0x41), byte_id(0xE2),
+                               byte_id(0x82), byte_id(0xAC), byte_id(0xC3), byte_id(0xA9),
+                               byte_id(0x9F), byte_id(0x0A)};
+  std::mt19937 rng(5);
+  for (size_t t = 0; t < toks.size(); ++t) {
+    for (int trial = 0; trial < 500; ++trial) {
+      TokenIds ids;
+      const int n = static_cast<int>(rng() % 16);
+      for (int i = 0; i < n; ++i) ids.push_back(pool[rng() % pool.size()]);
+      for (bool skip : {false, true}) {
+        StreamDecoder sd(toks[t], skip);
+        std::string all;
+        for (TokenId id : ids) {
+          std::string piece = sd.push(id);
+          ASSERT_TRUE(is_valid_utf8(piece));
+          all += piece;
+        }
+        all += sd.flush();
+        ASSERT_EQ(all, toks[t].decode(ids, skip)) << "tokenizer " << t << " trial " << trial;
+      }
+    }
+  }
+  // Text comes out as soon as it is final: "▁ab" -> "ab" at once (the leading space is
+  // stripped at the stream start only), the first two bytes of "€" are held back.
+  StreamDecoder sd(toks[0]);
+  EXPECT_EQ(sd.push(kMetaAB), "ab");
+  EXPECT_EQ(sd.push(kMetaId), " ");
+  EXPECT_EQ(sd.push(byte_id(0xE2)), "");
+  EXPECT_EQ(sd.push(byte_id(0x82)), "");
+  EXPECT_EQ(sd.push(byte_id(0xAC)), "\xE2\x82\xAC");
+  EXPECT_EQ(sd.push(kMetaA), " a");
+  EXPECT_EQ(sd.flush(), "");
+}
+
+TEST(SentencePiece, SaveLoadRoundTrip) {
+  fs::path dir = fs::temp_directory_path() / ("agentr1_sp_test_" + std::to_string(::getpid()));
+  for (const json& j : {sp_tokenizer_json(), metaspace_json("first", true)}) {
+    Tokenizer tok = Tokenizer::from_json(j);
+    fs::remove_all(dir);
+    tok.save(dir.string());
+    Tokenizer back = Tokenizer::load(dir.string());
+    for (const char* s : {"ab c", "c<s>ab", "a\xC3\xA9\xE2\x82\xAC", "\xF0\x9F\x98\x80 ab",
+                          "  ab  c ", ""}) {
+      EXPECT_EQ(back.encode(s), tok.encode(s)) << s;
+      EXPECT_EQ(back.decode(tok.encode(s)), tok.decode(tok.encode(s))) << s;
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(SentencePiece, UnsupportedComponentsNameThemselves) {
+  json j = sp_tokenizer_json();
+  j["decoder"] = json::parse(R"({"type": "CTC"})");
+  std::string e = error_of(j);
+  EXPECT_NE(e.find("decoder: unsupported decoder type \"CTC\""), std::string::npos) << e;
+  EXPECT_NE(e.find("ByteFallback"), std::string::npos) << e;
+
+  j = sp_tokenizer_json();
+  j["decoder"]["decoders"][1] = json::parse(R"({"type": "WordPiece"})");
+  e = error_of(j);
+  EXPECT_NE(e.find("decoder.decoders[1]: unsupported decoder type \"WordPiece\""), std::string::npos) << e;
+
+  j = sp_tokenizer_json();
+  j["normalizer"]["normalizers"][1] = json::parse(R"({"type": "Precompiled", "precompiled_charsmap": ""})");
+  e = error_of(j);
+  EXPECT_NE(e.find("normalizer.normalizers[1]: unsupported normalizer type \"Precompiled\""),
+            std::string::npos) << e;
+  EXPECT_NE(e.find("Prepend, Replace"), std::string::npos) << e;
+
+  j = metaspace_json("sometimes", false);
+  e = error_of(j);
+  EXPECT_NE(e.find("prepend_scheme \"sometimes\""), std::string::npos) << e;
+
+  // load() also names the file.
+  fs::path dir = fs::temp_directory_path() / ("agentr1_sp_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  j = sp_tokenizer_json();
+  j["decoder"] = json::parse(R"({"type": "CTC"})");
+  std::ofstream(dir / "tokenizer.json") << j.dump();
+  try {
+    Tokenizer::load(dir.string());
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& err) {
+    e = err.what();
+    EXPECT_NE(e.find((dir / "tokenizer.json").string()), std::string::npos) << e;
+    EXPECT_NE(e.find("\"CTC\""), std::string::npos) << e;
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace agentr1::text
