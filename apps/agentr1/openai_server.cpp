@@ -1,0 +1,331 @@
+#include "openai_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
+
+namespace agentr1::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Which methods each route answers (405 for the others).
+const std::map<std::string, std::string>& routes() {
+  static const std::map<std::string, std::string> r = {{"/health", "GET"},
+                                                       {"/v1/models", "GET"},
+                                                       {"/v1/completions", "POST"},
+                                                       {"/v1/chat/completions", "POST"},
+                                                       {"/update_weights_from_disk", "POST"}};
+  return r;
+}
+
+// Invalid UTF-8 cannot reach these bodies (decodes replace it), but never throw here.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+bool needs_key(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 || path == "/v1" || path == "/update_weights_from_disk";
+}
+
+}  // namespace
+
+struct OpenAIServer::Impl {
+  Generator& gen;
+  ServedModel model;
+  ServerOptions opt;
+  WeightUpdater update;
+  httplib::Server svr;
+  std::mutex rng_mu;
+  std::mt19937_64 rng{std::random_device{}()};
+  std::atomic<uint64_t> next_id{0};
+  std::mutex update_mu;  // one weight update at a time
+  std::atomic<bool> stop_requested{false};
+
+  Impl(Generator& g, ServedModel m, ServerOptions o, WeightUpdater u)
+      : gen(g), model(std::move(m)), opt(std::move(o)), update(std::move(u)) {}
+
+  uint64_t draw_seed() {
+    std::lock_guard<std::mutex> lk(rng_mu);
+    return rng();
+  }
+
+  std::string new_id(const char* prefix) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s-%016llx%08llx", prefix, static_cast<unsigned long long>(draw_seed()),
+                  static_cast<unsigned long long>(next_id.fetch_add(1)));
+    return buf;
+  }
+
+  static int64_t now_unix() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  static void log_request(const httplib::Request& req, int status, int64_t tokens, Clock::time_point t0) {
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    AGENTR1_LOG(INFO) << "serve: " << req.method << " " << req.path << " " << status << " " << tokens
+                      << " tokens " << static_cast<int64_t>(ms + 0.5) << " ms";
+  }
+
+  static json parse_body(const httplib::Request& req) {
+    try {
+      return json::parse(req.body);
+    } catch (const json::exception& e) {
+      throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
+    }
+  }
+
+  // Runs fn (which fills res and returns the tokens it generated) with every failure
+  // turned into an error object, then logs the request.
+  void guarded(const httplib::Request& req, httplib::Response& res, const std::function<int64_t()>& fn) {
+    const auto t0 = Clock::now();
+    int64_t tokens = 0;
+    try {
+      tokens = fn();
+    } catch (const ApiError& e) {
+      send_json(res, e.status, error_body(e));
+    } catch (const Error& e) {
+      send_json(res, 400, error_body(e.what()));
+    } catch (const std::exception& e) {
+      send_json(res, 500, error_body(std::string("internal error: ") + e.what(), "server_error"));
+    } catch (...) {
+      send_json(res, 500, error_body("internal error", "server_error"));
+    }
+    log_request(req, res.status, tokens, t0);
+  }
+
+  // Submits all, then waits for all. A request the generator refuses is a 400; a
+  // failure while generating a 500.
+  std::vector<GenResult> generate(std::vector<GenRequest> reqs) {
+    std::vector<std::future<GenResult>> futures;
+    futures.reserve(reqs.size());
+    for (GenRequest& r : reqs) {
+      try {
+        futures.push_back(gen.submit(std::move(r)));
+      } catch (const std::exception& e) {
+        throw ApiError(400, e.what());
+      }
+    }
+    std::vector<GenResult> out;
+    out.reserve(futures.size());
+    for (auto& f : futures) {
+      try {
+        out.push_back(f.get());
+      } catch (const std::exception& e) {
+        throw ApiError(500, std::string("generation failed: ") + e.what(), "", "server_error");
+      }
+    }
+    return out;
+  }
+
+  static int64_t count_tokens(const std::vector<GenRequest>& reqs, const std::vector<GenResult>& results) {
+    int64_t n = 0;
+    for (const GenResult& r : results) n += static_cast<int64_t>(r.token_ids.size());
+    for (const GenRequest& r : reqs) n += static_cast<int64_t>(r.prompt_ids.size());
+    return n;
+  }
+
+  void completions(const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&] {
+      const CompletionRequest cr = parse_completion_request(parse_body(req), model, draw_seed());
+      const std::vector<GenRequest> reqs = cr.gen_requests();
+      const std::vector<GenResult> results = generate(reqs);
+      send_json(res, 200, completion_response(cr, results, model, new_id("cmpl"), now_unix()));
+      return count_tokens(reqs, results);
+    });
+  }
+
+  void chat(const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&] {
+      const ChatRequest cr = parse_chat_request(parse_body(req), model, draw_seed());
+      const std::vector<GenRequest> reqs = cr.gen_requests();
+      const std::vector<GenResult> results = generate(reqs);
+      const std::string id = new_id("chatcmpl");
+      if (!cr.out.stream) {
+        send_json(res, 200, chat_response(cr, results, model, id, now_unix()));
+      } else {
+        auto events = std::make_shared<std::vector<std::string>>();
+        for (const json& c : chat_stream_chunks(cr, results, model, id, now_unix()))
+          events->push_back("data: " + dump(c) + "\n\n");
+        events->push_back("data: [DONE]\n\n");
+        res.status = 200;
+        res.set_header("Cache-Control", "no-cache");
+        res.set_chunked_content_provider("text/event-stream", [events](size_t, httplib::DataSink& sink) {
+          for (const std::string& e : *events)
+            if (!sink.write(e.data(), e.size())) return false;  // client gone
+          sink.done();
+          return true;
+        });
+      }
+      return count_tokens(reqs, results);
+    });
+  }
+
+  void update_weights(const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> int64_t {
+      const json body = parse_body(req);
+      if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", "");
+      if (!body.contains("model_path") || !body["model_path"].is_string())
+        throw ApiError(400, "'model_path' (a directory with config.json and model.safetensors) is required",
+                       "model_path");
+      if (body.contains("policy_version") && !body["policy_version"].is_null() &&
+          !body["policy_version"].is_number_integer())
+        throw ApiError(400, "'policy_version' must be an integer, got " + body["policy_version"].dump(),
+                       "policy_version");
+      if (!update) throw ApiError(400, "this server cannot reload weights");
+      std::string message;
+      try {
+        std::lock_guard<std::mutex> lk(update_mu);
+        message = update(body);
+      } catch (const ApiError& e) {
+        json b = error_body(e);
+        b["success"] = false;
+        b["message"] = e.what();
+        send_json(res, e.status, b);
+        return 0;
+      } catch (const std::exception& e) {
+        json b = error_body(e.what(), "invalid_request_error", "model_path");
+        b["success"] = false;
+        b["message"] = e.what();
+        send_json(res, 400, b);
+        return 0;
+      }
+      send_json(res, 200, json{{"success", true}, {"message", message}});
+      return 0;
+    });
+  }
+
+  void install() {
+    svr.new_task_queue = [n = opt.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+    svr.set_payload_max_length(opt.max_body_bytes);
+    // httplib's default also sets SO_REUSEPORT, which lets a second server bind a port in
+    // use and silently share its connections; SO_REUSEADDR alone only allows rebinding
+    // a port whose old connections linger in TIME_WAIT.
+    svr.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (opt.api_key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+      if (req.get_header_value("Authorization") == "Bearer " + opt.api_key)
+        return httplib::Server::HandlerResponse::Unhandled;
+      const auto t0 = Clock::now();
+      send_json(res, 401,
+                error_body(req.has_header("Authorization")
+                               ? "incorrect API key: the Authorization header must be 'Bearer <the server's --api-key>'"
+                               : "missing API key: send the header 'Authorization: Bearer <the server's --api-key>'",
+                           "authentication_error", "", "invalid_api_key"));
+      log_request(req, 401, 0, t0);
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    svr.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                      httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours already
+      const auto t0 = Clock::now();
+      const auto route = routes().find(req.path);
+      if (res.status == 404 && route != routes().end()) {
+        res.set_header("Allow", route->second);
+        send_json(res, 405, error_body("method " + req.method + " is not allowed on " + req.path + "; use " +
+                                           route->second,
+                                       "invalid_request_error", "", "method_not_allowed"));
+      } else if (res.status == 404) {
+        std::string known;
+        for (const auto& [path, method] : routes()) known += (known.empty() ? "" : ", ") + method + " " + path;
+        send_json(res, 404, error_body("unknown route " + req.method + " " + req.path + "; routes: " + known,
+                                       "invalid_request_error", "", "not_found"));
+      } else {
+        send_json(res, res.status, error_body("HTTP " + std::to_string(res.status) + " for " + req.method + " " +
+                                                  req.path,
+                                              res.status >= 500 ? "server_error" : "invalid_request_error"));
+      }
+      log_request(req, res.status, 0, t0);
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      send_json(res, 500, error_body("internal error: " + what, "server_error"));
+    });
+
+    svr.Get("/health", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(req, res, [&] {
+        send_json(res, 200, json{{"status", "ok"}});
+        return int64_t{0};
+      });
+    });
+    svr.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(req, res, [&] {
+        send_json(res, 200, models_response(model));
+        return int64_t{0};
+      });
+    });
+    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completions(req, res); });
+    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
+    svr.Post("/update_weights_from_disk",
+             [this](const httplib::Request& req, httplib::Response& res) { update_weights(req, res); });
+  }
+};
+
+OpenAIServer::OpenAIServer(Generator& generator, ServedModel model, ServerOptions options, WeightUpdater update)
+    : impl_(std::make_unique<Impl>(generator, std::move(model), std::move(options), std::move(update))) {
+  AGENTR1_CHECK(impl_->opt.threads >= 1, "serve: threads must be >= 1, got " << impl_->opt.threads);
+  AGENTR1_CHECK(impl_->opt.port >= 0 && impl_->opt.port <= 65535,
+                "serve: port must be in 0..65535 (0 = any free port), got " << impl_->opt.port);
+  impl_->install();
+}
+
+OpenAIServer::~OpenAIServer() = default;
+
+int OpenAIServer::bind() {
+  const ServerOptions& o = impl_->opt;
+  if (o.port == 0) {
+    const int port = impl_->svr.bind_to_any_port(o.host);
+    AGENTR1_CHECK(port > 0, "serve: cannot bind a free port on host '" << o.host << "'; check --host");
+    return port;
+  }
+  AGENTR1_CHECK(impl_->svr.bind_to_port(o.host, o.port),
+                "serve: cannot bind " << o.host << ":" << o.port
+                                      << " (in use, or not an address of this machine); choose another --port "
+                                         "(0 = any free one) or --host");
+  return o.port;
+}
+
+void OpenAIServer::serve() {
+  // httplib's stop() is a no-op before the listen loop runs and must not be repeated,
+  // so stop() only raises a flag and this watcher stops the loop once it runs.
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done) {
+      if (impl_->stop_requested && impl_->svr.is_running()) {
+        impl_->svr.stop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  impl_->svr.listen_after_bind();
+  done = true;
+  watcher.join();
+}
+
+void OpenAIServer::stop() { impl_->stop_requested = true; }
+
+}  // namespace agentr1::serve
