@@ -14,6 +14,7 @@
 #include "agentr1/core/log.h"
 #include "agentr1/flow/agent_env_loop.h"
 #include "agentr1/rollout/engine.h"
+#include "agentr1/rollout/remote_generator.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/task_family.h"
 #include "agentr1/text/chat_template.h"
@@ -44,6 +45,15 @@ std::string default_run_name(const std::string& estimator) {
 
 void merge_into(Metrics& m, const Metrics& more) {
   for (const auto& kv : more) m[kv.first] = kv.second;
+}
+
+// "2 servers (http://a:8000, http://b:8000), api openai, model 'm'"
+std::string ro_summary(const rollout::RemoteGenerator& g) {
+  const rollout::RemoteOptions& o = g.options();
+  std::string urls;
+  for (const auto& u : o.urls) urls += (urls.empty() ? "" : ", ") + u;
+  return std::to_string(o.urls.size()) + (o.urls.size() == 1 ? " server (" : " servers (") + urls + "), api " +
+         o.api + (g.model_name().empty() ? "" : ", model '" + g.model_name() + "'");
 }
 
 }  // namespace
@@ -104,14 +114,25 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   eo.n_blocks = c.rollout.kv_blocks;
   const text::Tokenizer* tok = tokenizer_.get();
   eo.detokenize = [tok](const TokenIds& ids) { return tok->decode(ids); };
-  engine_ = std::make_unique<rollout::Engine>(policy_, eo);  // shares the policy module
+  // rollout.engine=remote: the servers generate (rollouts and validation), so there is no
+  // in-process engine; they are checked now (an unreachable one fails naming its URL).
+  std::unique_ptr<rollout::RemoteGenerator> remote;
+  if (c.rollout.remote_engine()) {
+    AGENTR1_CHECK(pg_ == nullptr, "rollout.engine=remote with " << pg_->world_size() << " data-parallel ranks is not "
+                  "supported yet; HINT: one process (the servers generate), or rollout.engine=local");
+    rollout::RemoteOptions ro = c.rollout.remote.client;
+    ro.max_context = eo.max_context;
+    remote = with_context("rollout.engine=remote", [&] { return std::make_unique<rollout::RemoteGenerator>(ro); });
+  } else {
+    engine_ = std::make_unique<rollout::Engine>(policy_, eo);  // shares the policy module
+  }
   tool_pool_ = std::make_unique<ThreadPool>(c.trainer.tool_threads);
   // Drivers mostly wait on the engine or on tools; an asynchronous source keeps up to
   // max_staleness + 1 steps of trajectories in flight, beside a validation.
   const int per_step = c.data.train_batch_size * c.rollout.n;
   const int in_flight = c.rollout.asynchronous() ? per_step * (c.rollout.max_staleness + 1) + 64 : per_step;
   drivers_ = std::make_unique<ThreadPool>(std::max(8, std::min(c.rollout.asynchronous() ? 1024 : 256, in_flight)));
-  ctx_.generator = engine_.get();
+  ctx_.generator = remote ? static_cast<Generator*>(remote.get()) : engine_.get();
   ctx_.tokenizer = tokenizer_.get();
   ctx_.chat_template = chat_.get();
   ctx_.tool_pool = tool_pool_.get();
@@ -138,7 +159,14 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   // The phases.
   prompts_ = std::make_unique<PromptSource>(std::move(data.train), c.data.train_batch_size,
                                             static_cast<uint64_t>(c.data.seed));
-  if (c.rollout.asynchronous()) {
+  if (remote) {
+    const std::string wdir = c.rollout.remote.weights_dir.empty() ? run_dir_->file("remote_weights")
+                                                                  : c.rollout.remote.weights_dir;
+    AGENTR1_LOG(INFO) << "remote rollout: " << ro_summary(*remote) << "; weights handed over in " << wdir;
+    rollout_ = std::make_unique<RemoteRolloutSource>(std::move(remote), policy_, dtype, wdir, path, ctx_,
+                                                     c.rollout.flow, c.rollout.n,
+                                                     static_cast<uint64_t>(c.trainer.seed), *prompts_, *drivers_);
+  } else if (c.rollout.asynchronous()) {
     // Its own engine over a copy of the weights; engine_ (sharing the policy) stays for
     // validation.
     rollout::EngineOptions aeo = eo;
@@ -310,6 +338,9 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     summary_json.erase("final");  // written again when this run ends
     summary_json.erase("failed");  // an earlier failure this resume goes past
   }
+  // The servers start from the learner's weights, whatever they loaded before (a resume
+  // pushed the checkpoint's above).
+  if (mode != RunMode::kResume && c.rollout.remote_engine()) rollout_->push_weights(0);
   if (!have_baseline) {
     baseline = validate(start_step);
     summary_json["baseline"] = baseline.to_json();

@@ -43,6 +43,17 @@ void RolloutConfig::validate() const {
                 "rollout.engine_threads must be in 0..1024 (0 = trainer.threads), got " << engine_threads);
   AGENTR1_CHECK(engine_nice >= 0 && engine_nice <= 19,
                 "rollout.engine_nice must be in 0..19 (a lower priority; 0 = unchanged), got " << engine_nice);
+  AGENTR1_CHECK(engine == "local" || engine == "remote",
+                "rollout.engine must be local (in-process) or remote (OpenAI-compatible servers), got '" << engine
+                                                                                                       << "'");
+  if (remote_engine()) {
+    remote.validate_remote();
+    AGENTR1_CHECK(!asynchronous(), "rollout.engine=remote with asynchronous rollout (rollout.max_staleness="
+                                       << max_staleness << (async ? ", rollout.async=true" : "")
+                                       << ") is not supported yet: the asynchronous source runs its own in-process "
+                                          "engine. HINT: rollout.max_staleness=0 rollout.async=false (the servers "
+                                          "generate, then the learner updates, in turn)");
+  }
   flow.validate();
 }
 

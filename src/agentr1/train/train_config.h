@@ -20,6 +20,7 @@
 #include "agentr1/train/actor.h"
 #include "agentr1/train/critic.h"
 #include "agentr1/train/health.h"
+#include "agentr1/train/remote_rollout_source.h"
 
 namespace agentr1::train {
 
@@ -85,6 +86,11 @@ struct RolloutConfig {
                                   // priority (0..19; 0 = unchanged), so the learner keeps the
                                   // cores it wants and generation fills what it leaves idle
                                   // (measured on 2 cores: 1.16x steps/h at nice 10 vs 0.96x at 0)
+  std::string engine = "local";   // where rollouts generate: local (the in-process engine,
+                                  // sharing the learner's weights) | remote (OpenAI-compatible
+                                  // servers: rollout.remote; remote_rollout_source.h)
+  RemoteRolloutOptions remote;    // rollout.engine=remote: servers, wire format, retries,
+                                  // where the weights are handed over
   flow::FlowOptions flow;         // budgets, sampling, agent, env kwargs
   // Defaults sized for the built-in task: short turns, no thinking block generated.
   RolloutConfig() {
@@ -109,10 +115,13 @@ struct RolloutConfig {
     v.field("prefer_fresh", prefer_fresh, "async: consume the freshest groups first (older ones may be dropped)");
     v.field("engine_threads", engine_threads, "async: rollout engine compute threads (0 = trainer.threads)");
     v.field("engine_nice", engine_nice, "async: rollout engine threads' lower scheduling priority (0..19)");
+    v.field("engine", engine, "local (in-process engine) | remote (OpenAI-compatible servers, rollout.remote.*)");
+    v.section("remote", remote, "rollout.engine=remote: the servers and the weight hand-over");
     flow.visit(v);
   }
   void validate() const;
   bool asynchronous() const { return async || max_staleness > 0; }
+  bool remote_engine() const { return engine == "remote"; }
 };
 
 struct AlgorithmOptions {
