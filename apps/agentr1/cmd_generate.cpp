@@ -59,7 +59,7 @@ int run_generate(const GenerateOpts& o) {
     json messages = json::array({json{{"role", "user"}, {"content", o.prompt}}});
     text::RenderOptions ro;
     ro.enable_thinking = !o.no_thinking;
-    prompt_text = text::ChatTemplate::from_template_text(tok.chat_template())
+    prompt_text = text::ChatTemplate::from_tokenizer(tok)
                       .render(messages, json(), /*add_generation_prompt=*/true, ro);
   }
   const TokenIds prompt_ids = tok.encode(prompt_text);

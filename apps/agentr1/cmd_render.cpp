@@ -83,7 +83,7 @@ std::string load_chat_template(const std::string& dir) {
 }
 
 int run_render(const RenderOpts& o) {
-  const auto tmpl = agentr1::text::ChatTemplate::from_template_text(load_chat_template(o.tokenizer_dir));
+  const auto tmpl = agentr1::text::ChatTemplate::from_template_text(load_chat_template(o.tokenizer_dir), fs::exists(fs::path(o.tokenizer_dir) / "tokenizer_config.json") ? read_json((fs::path(o.tokenizer_dir) / "tokenizer_config.json").string(), "tokenizer config") : json::object());
   json messages = read_json(o.messages_path, "messages");
   if (messages.is_object() && messages.contains("messages")) messages = json(messages["messages"]);
   if (!messages.is_array()) {

