@@ -556,7 +556,9 @@ void RemoteGenerator::update_weights(const std::string& model_path, int64_t poli
   if (impl_->api == RemoteApi::kSGLang) body["weight_version"] = std::to_string(policy_version);
   const std::string payload = body.dump();
   const std::string what = "POST /update_weights_from_disk";
-  std::vector<std::future<std::string>> calls;  // "" = success, else the error
+  // "" = success, else the error; `refused`: servers that answered with a failure.
+  std::vector<std::future<std::string>> calls;
+  std::atomic<int> refused{0};
   for (const auto& s : impl_->servers) {
     calls.push_back(std::async(std::launch::async, [&, url = s->url]() -> std::string {
       try {
@@ -565,6 +567,8 @@ void RemoteGenerator::update_weights(const std::string& model_path, int64_t poli
                                     impl_->retries);
         const json j = json::parse(rep.body, nullptr, false);
         const std::string msg = body_message(rep.body);
+        const bool ok = rep.status < 400 && !(j.is_object() && j.contains("success") && j["success"] != json(true));
+        if (!ok) ++refused;
         if (rep.status >= 400)
           return "remote engine " + url + ": " + what + " refused with HTTP " + std::to_string(rep.status) + ": " + msg;
         if (j.is_object() && j.contains("success")) {
@@ -593,8 +597,9 @@ void RemoteGenerator::update_weights(const std::string& model_path, int64_t poli
   AGENTR1_CHECK(failed == 0, "loading the weights of policy version "
                                  << policy_version << " from '" << model_path << "' failed on " << failed << " of "
                                  << impl_->servers.size() << " servers:" << errors
-                                 << "\n  HINT: the servers must read rollout.remote.weights_dir under the same path "
-                                    "(a shared file system when they run elsewhere)");
+                                 << (refused.load() > 0 ? "\n  HINT: the servers must read rollout.remote.weights_dir "
+                                                           "under the same path (a shared file system when they run "
+                                                           "elsewhere)" : ""));
   set_policy_version(policy_version);
 }
 

@@ -546,7 +546,24 @@ TEST(RemoteGenerator, UpdateWeightsReachesEveryServer) {
   EXPECT_TRUE(contains(e, b.url() + ": POST /update_weights_from_disk refused with HTTP 400")) << e;
   EXPECT_TRUE(contains(e, "expected [64, 32], found [32, 64]")) << e;
   EXPECT_FALSE(contains(e, a.url())) << e;
+  EXPECT_TRUE(contains(e, "HINT: the servers must read rollout.remote.weights_dir")) << e;
   EXPECT_EQ(gen.policy_version(), 3) << "the version is stamped only when every server loaded";
+
+  // A server that is gone: named, with the attempts; no file-system hint.
+  RemoteOptions o = options_for({&a});
+  o.retries = 0;
+  std::string gone_url;
+  std::unique_ptr<RemoteGenerator> g2;
+  {
+    FakeServer gone;
+    gone_url = gone.url();
+    o.urls.push_back(gone_url);
+    g2 = std::make_unique<RemoteGenerator>(o);
+  }
+  const std::string e2 = error_of([&] { g2->update_weights("/tmp/w/v5", 5); });
+  EXPECT_TRUE(contains(e2, "failed on 1 of 2 servers")) << e2;
+  EXPECT_TRUE(contains(e2, gone_url + ": POST /update_weights_from_disk failed after 1 attempt ")) << e2;
+  EXPECT_FALSE(contains(e2, "weights_dir")) << e2;
 }
 
 }  // namespace
