@@ -228,4 +228,86 @@ check "benchmark --jobs: a failed cell fails the command" test $? -eq 1
 check "benchmark --jobs: names the cell and quotes its log" grep -q "arithmetic / grpo exited with code 1" "$tmp/bjf.err"
 check "benchmark --jobs: the worker's error" grep -q "no tokenizer.json" "$tmp/bjf.err"
 check "benchmark --jobs: no tables after a failure" test ! -e "$tmp/bjf/benchmark.md"
+
+# data convert / validate (tasks/data_convert.h). Expected values are read by hand from
+# the fixtures: GSM8K's "#### " answers, HotpotQA's answers and sentences.
+fx="$src/tests/fixtures"
+check "data --help" "$bin" data --help >/dev/null
+check "data convert --help: alfworld has no file format" grep -q "alfworld have no real" <("$bin" data convert --help)
+"$bin" data convert --from gsm8k "$fx/gsm8k/sample.jsonl" "$tmp/gsm8k.jsonl" --split test >"$tmp/conv.json" 2>"$tmp/err"
+check "data convert gsm8k" test $? -eq 0
+check "data convert gsm8k: the samples" python3 - "$tmp/gsm8k.jsonl" "$tmp/conv.json" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+s = json.load(open(sys.argv[2]))
+assert [r["reward_model"]["ground_truth"] for r in rows] == ["72", "251", "1248", "25", "13.5"], rows
+assert all(r["data_source"] == "openai/gsm8k" and r["extra_info"]["split"] == "test" for r in rows)
+assert [r["extra_info"]["index"] for r in rows] == [0, 1, 2, 3, 4]
+assert rows[0]["prompt"][-1] == {"role": "user", "content": "A baker fills 14 trays with 23 rolls each. She sells 250 rolls in the morning. How many rolls does she have left?"}
+assert s["rows"] == 5 and s["written"] == 5 and s["bad_rows"] == 0, s
+PY
+check "data convert: refuses an existing OUT" one_line_error data convert --from gsm8k "$fx/gsm8k/sample.jsonl" "$tmp/gsm8k.jsonl"
+check "data convert: names --overwrite" grep -q -- "exists; pass --overwrite" "$tmp/err"
+"$bin" data convert --from gsm8k "$fx/gsm8k/sample.jsonl" "$tmp/gsm8k.jsonl" --overwrite --limit 2 --no-system-prompt >/dev/null 2>&1
+check "data convert --overwrite --limit 2 --no-system-prompt" python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open('$tmp/gsm8k.jsonl')]
+sys.exit(0 if len(rows) == 2 and [m['role'] for m in rows[0]['prompt']] == ['user'] else 1)"
+"$bin" data convert --from gsm8k "$fx/gsm8k/sample.jsonl" "$tmp/gsm8k.jsonl" --overwrite --split test >/dev/null 2>&1
+"$bin" data convert --from hotpotqa "$fx/hotpotqa/mini_dev.json" "$tmp/hotpot.jsonl" --split test reward=f1 >/dev/null 2>"$tmp/err"
+check "data convert hotpotqa" test $? -eq 0
+check "data convert hotpotqa: the samples" python3 - "$tmp/hotpot.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["reward_model"] for r in rows] == [{"style": "f1", "ground_truth": a} for a in ["Lisbeck", "yes", "Helga Marsten"]]
+assert rows[0]["prompt"][-1]["content"] == "Question: Which city was the architect of the Orvane Tower born in?"
+docs = rows[0]["env_kwargs"]["tool_kwargs"]["search"]["docs"]
+assert docs[0] == ["Orvane Tower", "The Orvane Tower is a radio tower designed by Helga Marsten. It was completed in 1961."], docs
+assert len(docs) == 4 and rows[0]["env_kwargs"]["tools"] == ["search"]
+assert [h["title"] for h in rows[0]["extra_info"]["hops"]] == ["Orvane Tower", "Helga Marsten"]
+assert rows[1]["extra_info"]["id"] == "hand0000000000000000000002" and rows[1]["extra_info"]["split"] == "test"
+PY
+check "data convert hotpotqa: a bad row stops it" one_line_error data convert --from hotpotqa "$fx/hotpotqa/bad_row.json" "$tmp/bad.jsonl"
+check "data convert hotpotqa: names the line, row and rule" grep -q "bad_row.json:1: row 0: each context entry must be \[title, \[sentences\]\]" "$tmp/err"
+check "data convert: a failed conversion leaves no OUT" test ! -e "$tmp/bad.jsonl" -a ! -e "$tmp/bad.jsonl.partial"
+check "data convert: unknown format" one_line_error data convert --from alfworld "$fx/gsm8k/sample.jsonl" "$tmp/x.jsonl"
+check "data convert: unknown format lists the known" grep -q "known: gsm8k, hotpotqa, webshop" "$tmp/err"
+printf '%s\n' '{"question": "Q1", "answer": "#### 1"}' '{"question": "Q2"}' '{"question": "Q3", "answer": "#### 3"}' \
+  'not json' >"$tmp/gsm_bad.jsonl"
+"$bin" data convert --from gsm8k "$tmp/gsm_bad.jsonl" "$tmp/gsm_skip.jsonl" --skip-bad-rows >"$tmp/conv.json" 2>"$tmp/err"
+check "data convert --skip-bad-rows: the good rows" test "$(wc -l <"$tmp/gsm_skip.jsonl")" -eq 2
+check "data convert --skip-bad-rows: counts the bad" grep -q '"bad_rows":2' "$tmp/conv.json"
+check "data convert --skip-bad-rows: warns with lines 2 and 4" bash -c "grep -q 'gsm_bad.jsonl:2: ' '$tmp/err' && grep -q 'gsm_bad.jsonl:4: not valid JSON' '$tmp/err'"
+# validate: a good file, then a file with two bad rows (both reported, exit 1).
+"$bin" data validate "$tmp/gsm8k.jsonl" >"$tmp/val.txt" 2>&1
+check "data validate: a good file" test $? -eq 0
+check "data validate: the summary" bash -c "grep -q '5 rows, 0 bad: OK' '$tmp/val.txt' && grep -q 'data_source: openai/gsm8k 5' '$tmp/val.txt'"
+{ sed -n 1p "$tmp/gsm8k.jsonl"; echo '{"prompt": "hi"}'; sed -n 2p "$tmp/gsm8k.jsonl"; echo '{"prompt": [{"role": "user"}]}'; } >"$tmp/bad_samples.jsonl"
+"$bin" data validate "$tmp/bad_samples.jsonl" >"$tmp/val.txt" 2>&1
+check "data validate: bad rows exit 1" test $? -eq 1
+check "data validate: reports row 2" grep -q "bad_samples.jsonl:2: sample 'prompt' must be a non-empty list" "$tmp/val.txt"
+check "data validate: and row 4" grep -q "bad_samples.jsonl:4: sample 'prompt\[0\].content' must be a string" "$tmp/val.txt"
+check "data validate: the summary counts them" grep -q "4 rows, 2 bad" "$tmp/val.txt"
+"$bin" data validate "$tmp/bad_samples.jsonl" --json >"$tmp/val.json" 2>/dev/null
+check "data validate --json" python3 -c "
+import json, sys
+r = json.load(open('$tmp/val.json'))
+sys.exit(0 if [e['line'] for e in r['errors']] == [2, 4] and r['rows'] == 4 and r['data_sources'] == {'openai/gsm8k': 2} else 1)"
+# --task: the row's env, tools and reward must resolve as the trainer checks them.
+check "data validate --task arithmetic (gsm8k)" bash -c "'$bin' data validate '$tmp/gsm8k.jsonl' --task arithmetic >/dev/null 2>&1"
+check "data validate --task hotpotqa" bash -c "'$bin' data validate '$tmp/hotpot.jsonl' --task hotpotqa >/dev/null 2>&1"
+{ sed -n 1p "$tmp/gsm8k.jsonl" | sed 's/"calculator"/"calculater"/'; sed -n 2p "$tmp/gsm8k.jsonl" | sed 's/"openai\/gsm8k"/"nosuch"/'; } >"$tmp/task_bad.jsonl"
+"$bin" data validate "$tmp/task_bad.jsonl" --task arithmetic >"$tmp/val.txt" 2>&1
+check "data validate --task: bad rows exit 1" test $? -eq 1
+check "data validate --task: an unknown tool" grep -q "task_bad.jsonl:1: .*calculater" "$tmp/val.txt"
+check "data validate --task: an unknown reward" grep -q "task_bad.jsonl:2: .*nosuch" "$tmp/val.txt"
+check "data validate: unknown task" one_line_error data validate "$tmp/gsm8k.jsonl" --task sudoku
+# The converted files train: one step on each with the trainer's loader.
+for f in gsm8k:arithmetic hotpot:hotpotqa; do
+  "$bin" train model.path="$tmp/rpmodel" data.task="${f#*:}" data.train_files="$tmp/${f%%:*}.jsonl" \
+    data.val_files="$tmp/${f%%:*}.jsonl" trainer.output_dir="$tmp/dtrain_${f%%:*}" trainer.total_steps=1 \
+    data.train_batch_size=2 rollout.n=2 rollout.val_k=0 rollout.max_new_tokens=8 trainer.threads=1 \
+    trainer.progress=false >"$tmp/dtrain.log" 2>&1
+  check "train on converted ${f%%:*} (data.train_files)" test $? -eq 0 -a -s "$tmp/dtrain_${f%%:*}/trajectories/step_000001.jsonl"
+done
 exit $fail
