@@ -2,8 +2,7 @@
 //
 //   agentr1 serve --model models/qwen3 --port 8000
 //   agentr1 serve --model run/checkpoints/step_000100 --port 0 --api-key secret   # any free port
-//   curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \
-//        -d '{"prompt": [1, 2, 3], "max_tokens": 8, "seed": 0, "return_token_ids": true, "logprobs": 0}'
+//   curl http://127.0.0.1:8000/v1/completions -d '{"prompt": [1, 2, 3], "max_tokens": 8, "seed": 0}'
 //
 // Once bound it writes one line, on stderr and on stdout (flushed), that scripts wait for:
 //   agentr1 serve: listening on http://HOST:PORT
@@ -182,7 +181,7 @@ int run_serve(const ServeOpts& o) {
                                           cfg.vocab_size);
   if (!tok.chat_template().empty()) {
     try {
-      served.chat_template = text::ChatTemplate::from_template_text(tok.chat_template());
+      served.chat_template = text::ChatTemplate::from_tokenizer(tok);
     } catch (const std::exception& e) {
       AGENTR1_LOG(WARN) << "serve: the chat template of " << tok_dir << " cannot be used (" << e.what()
                         << "); /v1/chat/completions will answer 400";

@@ -424,6 +424,8 @@ json normalize_messages(const json& messages) {
   return out;
 }
 
+// chat_template_kwargs (vLLM): enable_thinking as RenderOptions has it, the rest passed
+// to the template as variables.
 text::RenderOptions render_options(const json& body) {
   text::RenderOptions ro;
   const json* kw = field(body, "chat_template_kwargs");
@@ -431,13 +433,15 @@ text::RenderOptions render_options(const json& body) {
   if (!kw->is_object())
     throw bad("chat_template_kwargs", "'chat_template_kwargs' must be an object, got " + type_name(*kw));
   for (auto it = kw->begin(); it != kw->end(); ++it) {
-    if (it.key() == "enable_thinking") {
+    const std::string& key = it.key();
+    if (key == "messages" || key == "tools" || key == "documents" || key == "add_generation_prompt")
+      throw bad("chat_template_kwargs", "chat_template_kwargs cannot set '" + key + "'; send it as a request field");
+    if (key == "enable_thinking") {
       if (!it.value().is_boolean())
         throw bad("chat_template_kwargs", "chat_template_kwargs.enable_thinking must be true or false");
       ro.enable_thinking = it.value().get<bool>();
     } else {
-      throw bad("chat_template_kwargs", "chat_template_kwargs key '" + it.key() +
-                                            "' is not supported; supported: enable_thinking");
+      ro.kwargs[key] = it.value();
     }
   }
   return ro;

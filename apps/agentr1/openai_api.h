@@ -145,7 +145,8 @@ struct ChatRequest {
 // Validates a /v1/chat/completions body and renders its messages. Throws ApiError
 // (400) as parse_completion_request does, and for malformed messages or tools (the
 // template's error), tool_choice other than "auto"/"none", unknown
-// chat_template_kwargs, a model without a chat template.
+// chat_template_kwargs that set messages/tools/documents/add_generation_prompt, a model
+// without a chat template. chat_template_kwargs reach the template as variables.
 ChatRequest parse_chat_request(const json& body, const ServedModel& model, uint64_t default_seed);
 
 // The chat.completion body.

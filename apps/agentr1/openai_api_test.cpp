@@ -305,6 +305,15 @@ TEST(OpenAIApi, ChatRendersTheTemplate) {
       "tools": [{"type": "function", "function": {"name": "add"}}]})").parse_tools);
 }
 
+TEST(OpenAIApi, ChatTemplateKwargsAndSpecialTokensReachTheTemplate) {
+  ServedModel m = tiny_model();
+  m.chat_template = text::ChatTemplate::from_template_text(
+      "{{ bos_token }}{{ greeting }}{% for m in messages %}{{ m.content }}{% endfor %}", json{{"bos_token", "<B>"}});
+  const ChatRequest r = chat(m, R"({"messages": [{"role": "user", "content": "x"}],
+      "chat_template_kwargs": {"greeting": "Hi "}})");
+  EXPECT_EQ(m.tokenizer.decode(r.prompt), "<B>Hi x");
+}
+
 TEST(OpenAIApi, ChatBadRequests) {
   ServedModel m = tiny_model();
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -319,8 +328,9 @@ TEST(OpenAIApi, ChatBadRequests) {
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function"}})", "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": 1}})",
        "chat_template_kwargs"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"bogus": 1}})",
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"tools": []}})",
        "chat_template_kwargs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [1]})", "chat_template_kwargs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 30})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
