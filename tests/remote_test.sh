@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# rollout.engine=remote end to end, on 127.0.0.1 with a tiny model:
+#  1. `agentr1 serve --port 0` serves the model; a 2-step GRPO run rolls out on it
+#     (rollout.engine=remote) while the learner trains in-process, and the same run with
+#     the in-process engine (same seeds) must give the same trajectories, token for token,
+#     with the same behaviour log-probs and policy versions, in both steps (step 2 rolls
+#     out on the weights the server reloaded after step 1: written as fp32 safetensors,
+#     so the same bits), and the same validation. Both sides decode one sequence at a
+#     time with 1 thread (rollout.max_batch=1 and max_inflight=1 / --max-batch 1), as
+#     the resume tests do: batch composition changes float rounding on some CPUs.
+#  2. The server loaded the initial weights and each update (policy versions 0, 1, 2),
+#     only the latest weights directory is kept, and the remote/* metrics are logged.
+#  3. An unreachable server fails at start naming its URL; asynchronous rollout with a
+#     remote engine is refused with the fix.
+# usage: remote_test.sh AGENTR1_BINARY SOURCE_DIR
+set -u
+bin=$1
+src=$2
+tmp=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+fail=0
+check() {  # check NAME CONDITION...
+  local name=$1
+  shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+
+"$bin" init-model --arch qwen3 --tokenizer "$src/tests/fixtures/flow/tiny_qwen3" --hidden-size 32 \
+  --intermediate-size 64 --layers 2 --heads 4 --kv-heads 2 --seed 5 --out "$tmp/model" >/dev/null || exit 1
+
+start_server() {  # start_server NAME : agentr1 serve on a free port; sets $port
+  "$bin" serve --model "$tmp/model" --port 0 --threads 1 --max-batch 1 >"$tmp/$1.out" 2>"$tmp/$1.err" &
+  local pid=$!
+  pids+=($pid)
+  port=""
+  for _ in $(seq 300); do
+    port=$(sed -n 's|^agentr1 serve: listening on http://127\.0\.0\.1:\([0-9][0-9]*\)$|\1|p' "$tmp/$1.out")
+    [[ -n $port ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ -z $port ]]; then
+    echo "FAIL agentr1 serve did not start:"
+    cat "$tmp/$1.err"
+    exit 1
+  fi
+  echo "     agentr1 serve ($1) on port $port"
+}
+start_server serve
+
+common=(model.path="$tmp/model" trainer.total_steps=2 trainer.test_freq=0 data.train_batch_size=2 rollout.n=3
+        data.val_size=3 rollout.val_k=2 rollout.max_new_tokens=32 "rollout.stop_strings=[er]" rollout.max_steps=2
+        rollout.temperature=0.7
+        actor.optim.lr=0.05 trainer.threads=1 trainer.progress=false trainer.dump_trajectories=-1
+        rollout.max_batch=1)
+t0=$(date +%s)
+"$bin" train "${common[@]}" trainer.output_dir="$tmp/local" >"$tmp/local.log" 2>&1
+check "in-process run" test $? -eq 0
+"$bin" train "${common[@]}" trainer.output_dir="$tmp/remote" rollout.engine=remote \
+  "rollout.remote.urls=[http://127.0.0.1:$port]" rollout.remote.max_inflight=1 >"$tmp/remote.log" 2>&1
+check "remote run" test $? -eq 0 || tail -5 "$tmp/remote.log"
+echo "     two runs in $(( $(date +%s) - t0 )) s"
+
+same_as_local() {  # same_as_local RUN_DIR : trajectories and validation equal the in-process run's
+python3 - "$tmp/local" "$1" <<'EOF'
+import collections, glob, json, os, sys
+one, two = sys.argv[1], sys.argv[2]
+def trajs(d):
+    out = {}
+    for f in sorted(glob.glob(d + "/trajectories/*.jsonl")):
+        for line in open(f):
+            j = json.loads(line)
+            out[(os.path.basename(f), j["uid"])] = [
+                (s["prompt_ids"], s["response_ids"], s["response_logprobs"], s["policy_version"]) for s in j["steps"]]
+    return out
+a, b = trajs(one), trajs(two)
+files = sorted({k[0] for k in a})
+same = [f for f in files if all(a[k] == b.get(k) for k in a if k[0] == f)]
+print("     %d trajectories in %s; identical in %s" % (len(a), ", ".join(files), ", ".join(same) or "none"))
+for k in sorted(a):
+    if a[k] != b.get(k):
+        x, y = a[k], b.get(k) or []
+        for i, (s, t) in enumerate(zip(x, y)):
+            if s != t:
+                print("     first difference: %s %s step %d" % (k[0], k[1], i))
+                for n, (u, v) in enumerate(zip(s, t)):
+                    if u != v:
+                        print("       field %d: %s\n            vs %s" % (n, u, v))
+                break
+        break
+versions = sorted({s[3] for v in b.values() for s in v})
+print("     policy versions in the remote dumps: %s" % versions)
+finish = collections.Counter(s["info"]["finish_reason"] for f in glob.glob(two + "/trajectories/*.jsonl")
+                             for l in open(f) for s in json.loads(l)["steps"])
+print("     turns by finish reason: %s" % dict(finish))
+ok = len(a) > 0 and a == b and len(files) >= 2 and versions == [0, 1, 2]
+sa, sb = json.load(open(one + "/summary.json")), json.load(open(two + "/summary.json"))
+def val(s, k):  # every validation metric but its wall time
+    return {m: v for m, v in s[k].items() if m != "wall_s"}
+same_val = len(val(sa, "final")) > 3 and all(val(sa, k) == val(sb, k) for k in ("baseline", "final"))
+print("     validation metrics (baseline and final, %d each) %s" % (len(val(sa, "final")),
+                                                                  "identical" if same_val else "DIFFER"))
+sys.exit(0 if ok and same_val else 1)
+EOF
+}
+same_as_local "$tmp/remote"
+check "remote trajectories equal in-process ones (ids, log-probs, versions; steps 1 and 2)" test $? -eq 0
+
+python3 - "$tmp/remote" <<'EOF'
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+m = [x for x in m if "timing/gen" in x]
+ok = len(m) == 2 and all(x["remote/requests"] > 0 and x["remote/retries"] == 0 and x["remote/unknown_logprobs"] == 0
+                          and x["rollout/logprob_max_diff"] < 1e-4 for x in m)
+print("     remote/requests %s, rollout/logprob_max_diff %s" % ([x.get("remote/requests") for x in m],
+                                                                 [x.get("rollout/logprob_max_diff") for x in m]))
+sys.exit(0 if ok else 1)
+EOF
+check "remote metrics logged; server and learner log-probs agree" test $? -eq 0
+check "only the latest weights are kept" test "$(ls "$tmp/remote/remote_weights")" = "policy_v000002"
+check "the weights directory is an HF model" test -f "$tmp/remote/remote_weights/policy_v000002/model.safetensors" \
+  -a -f "$tmp/remote/remote_weights/policy_v000002/config.json" \
+  -a -f "$tmp/remote/remote_weights/policy_v000002/tokenizer.json"
+check "the server reloaded 3 times (versions 0, 1, 2)" \
+  test "$(grep -c 'update_weights_from_disk' "$tmp/serve.err")" -ge 3
+
+# Two servers: groups are spread over both (each keeps its own prefix cache), results unchanged.
+first=$port
+start_server serve2
+"$bin" train "${common[@]}" trainer.output_dir="$tmp/two" rollout.engine=remote \
+  "rollout.remote.urls=[http://127.0.0.1:$first, http://127.0.0.1:$port]" rollout.remote.max_inflight=1 \
+  >"$tmp/two.log" 2>&1
+check "two-server run" test $? -eq 0 || tail -5 "$tmp/two.log"
+same_as_local "$tmp/two"
+check "two servers give the in-process trajectories too" test $? -eq 0
+python3 - "$tmp/two" <<'EOF'
+import json, sys
+m = [x for x in map(json.loads, open(sys.argv[1] + "/metrics.jsonl")) if "timing/gen" in x]
+share = [x["remote/server_share_max"] for x in m]
+print("     busiest server's share of the requests per step: %s" % share)
+sys.exit(0 if share and all(s < 1.0 for s in share) else 1)
+EOF
+check "two servers: both served requests" test $? -eq 0
+
+# Start-up errors: one line naming the problem.
+"$bin" train "${common[@]}" trainer.output_dir="$tmp/dead" rollout.engine=remote \
+  "rollout.remote.urls=[http://127.0.0.1:1]" rollout.remote.retries=1 rollout.remote.backoff_s=0.01 \
+  >/dev/null 2>"$tmp/err"
+check "unreachable server: non-zero exit" test $? -ne 0
+check "unreachable server: names the URL and the attempts" \
+  grep -q "http://127.0.0.1:1: GET /v1/models failed after 2 attempts" "$tmp/err"
+check "unreachable server: no run directory left" test ! -e "$tmp/dead"
+"$bin" train "${common[@]}" trainer.output_dir="$tmp/async" rollout.engine=remote \
+  "rollout.remote.urls=[http://127.0.0.1:$port]" rollout.max_staleness=1 >/dev/null 2>"$tmp/err"
+check "remote + asynchronous rollout is refused" grep -q "rollout.max_staleness=0" "$tmp/err"
+"$bin" train "${common[@]}" trainer.output_dir="$tmp/nourl" rollout.engine=remote >/dev/null 2>"$tmp/err"
+check "remote without urls names the key" grep -q "rollout.remote.urls must list at least one server" "$tmp/err"
+
+kill "${pids[@]}" 2>/dev/null
+wait 2>/dev/null
+exit $fail
