@@ -15,7 +15,20 @@ namespace {
 
 // Stands in for the assistant turn when measuring what the template appends after it.
 // Control characters keep it from colliding with anything a prompt plausibly contains.
+// Templates that trim the content (Llama 3.x: `content | trim`; Python's str.strip
+// takes \x1f for whitespace) drop them, so the turn is located by its core.
 const char kPlaceholder[] = "\x1f<agentr1:assistant-turn>\x1f";
+const char kPlaceholderCore[] = "<agentr1:assistant-turn>";
+
+// One past the placeholder as rendered in `text` (its core and a kept trailing \x1f),
+// or npos when the template did not render it.
+size_t after_placeholder(const std::string& text) {
+  const size_t at = text.rfind(kPlaceholderCore);
+  if (at == std::string::npos) return at;
+  size_t end = at + sizeof(kPlaceholderCore) - 1;
+  if (end < text.size() && text[end] == '\x1f') ++end;
+  return end;
+}
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
@@ -105,13 +118,13 @@ std::string AppendOnlyPolicy::suffix_text(const ContextTurn& turn) const {
                        "HINT: set env_kwargs.context=rerender (or sliding_window) for this template");
 
   // 3. What follows the assistant content.
-  const size_t at = ta.rfind(kPlaceholder);
-  const size_t bt = tb.rfind(kPlaceholder);
+  const size_t at = after_placeholder(ta);
+  const size_t bt = after_placeholder(tb);
   AGENTR1_CHECK(at != std::string::npos && bt != std::string::npos,
                 "append_only context: the chat template did not render the assistant "
                 "turn's content; cannot locate where the assistant turn ends");
-  const std::string closing = ta.substr(at + sizeof(kPlaceholder) - 1);
-  std::string suffix = tb.substr(bt + sizeof(kPlaceholder) - 1);
+  const std::string closing = ta.substr(at);
+  std::string suffix = tb.substr(bt);
   AGENTR1_CHECK(starts_with(suffix, closing),
                 "append_only context: the chat template ("
                     << chat_template_.name()

@@ -779,8 +779,6 @@ json reference_renders(const std::vector<std::pair<std::string, json>>& convos) 
 }
 
 TEST_F(EnvFixture, OtherFamiliesEndToEnd) {
-  // ChatTemplate renders any template only with the Jinja interpreter (issue 15, helper
-  // A's part); until then from_template_text rejects these templates.
   const std::vector<Family> families = {
       {"llama3_2", "llama3_json", "{\"name\": \"adder\", \"parameters\": {\"a\": 2, \"b\": 3}}", "<|eot_id|>"},
       {"mistral_nemo", "mistral",
@@ -791,14 +789,7 @@ TEST_F(EnvFixture, OtherFamiliesEndToEnd) {
     SCOPED_TRACE(f.package);
     ASSERT_TRUE(std::filesystem::exists(family_dir(f.package))) << family_dir(f.package);
     const text::Tokenizer t = text::Tokenizer::load(family_dir(f.package));
-    text::ChatTemplate tmpl = text::ChatTemplate::for_family(text::ChatFamily::kQwen3);
-    try {
-      tmpl = text::ChatTemplate::from_template_text(t.chat_template());
-    } catch (const Error& e) {
-      // Only the pre-interpreter refusal skips; any other error fails.
-      if (!contains(e.what(), "supported families: qwen2.5, qwen3")) throw;
-      GTEST_SKIP() << "ChatTemplate cannot render " << f.package << " yet: " << e.what();
-    }
+    const text::ChatTemplate tmpl = text::ChatTemplate::from_tokenizer(t);
     EnvContext c;
     c.tokenizer = &t;
     c.chat_template = &tmpl;
