@@ -738,7 +738,7 @@ TEST_F(EnvFixture, MessagesFollowTheFormatsRules) {
   }
 }
 
-// End to end on the real Llama 3.2 and Mistral-Nemo tokenizers and templates: a scripted
+// End to end on the real Llama 3.2, Mistral-Nemo and DeepSeek-V3 tokenizers and templates: a scripted
 // response in the family's own call syntax (what its template renders for the call) ->
 // the tool runs -> the next observation equals python3-jinja2's rendering of the whole
 // conversation (tests/ref/tool_format_ref.py), token-exact append-only.
@@ -747,6 +747,7 @@ struct Family {
   std::string format;
   std::string response;  // the call as the template renders it
   std::string end;       // the turn's end token the model samples
+  int calls = 1;         // calls in the response
 };
 
 std::string family_dir(const std::string& package) {
@@ -782,7 +783,14 @@ TEST_F(EnvFixture, OtherFamiliesEndToEnd) {
   const std::vector<Family> families = {
       {"llama3_2", "llama3_json", "{\"name\": \"adder\", \"parameters\": {\"a\": 2, \"b\": 3}}", "<|eot_id|>"},
       {"mistral_nemo", "mistral",
-       "[TOOL_CALLS][{\"name\": \"adder\", \"arguments\": {\"a\": 2, \"b\": 3}, \"id\": \"abcDEF123\"}]", "</s>"}};
+       "[TOOL_CALLS][{\"name\": \"adder\", \"arguments\": {\"a\": 2, \"b\": 3}, \"id\": \"abcDEF123\"}]", "</s>"},
+      // Two calls: the DeepSeek-V3 template closes the call list (<｜tool▁calls▁end｜>)
+      // only after a second call, as a model writes it.
+      {"deepseek_v3", "deepseek_v3",
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>adder\n```json\n{\"a\": 2, \"b\": 3}\n```"
+       "<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>adder\n```json\n{\"a\": 1, \"b\": 1}\n```"
+       "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+       "<｜end▁of▁sentence｜>", 2}};
   std::vector<std::pair<std::string, json>> convos;
   std::vector<std::string> observed;
   for (const Family& f : families) {
@@ -801,15 +809,19 @@ TEST_F(EnvFixture, OtherFamiliesEndToEnd) {
     TokenIds response = t.encode(f.response + f.end, /*allow_special=*/true);
     StepResult r = env.step({response, t.decode(response)});
     EXPECT_FALSE(r.done);
-    EXPECT_EQ(r.info["tool_calls"], 1);
+    EXPECT_EQ(r.info["tool_calls"], f.calls);
     EXPECT_EQ(r.info["tool_errors"], 0);
     const TokenIds& next = r.observation.tokens();
     ASSERT_GT(next.size(), prompt.size() + response.size());
     EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), next.begin()));
     EXPECT_TRUE(std::equal(response.begin(), response.end(), next.begin() + prompt.size()));
     // The tool turn in the observation is the format's rendering of the result.
-    const std::vector<text::ToolResponse> results = {
-        {"adder", "5", env.messages()[2].value("tool_call_id", std::string())}};
+    std::vector<text::ToolResponse> results;
+    for (size_t m = 2; m < env.messages().size(); ++m)
+      results.push_back({"adder", env.messages()[m]["content"],
+                         env.messages()[m].value("tool_call_id", std::string())});
+    ASSERT_EQ(results.size(), static_cast<size_t>(f.calls));
+    EXPECT_EQ(results[0].content, "5");
     EXPECT_TRUE(contains(t.decode(next), env.tool_format().format_tool_responses(results)))
         << t.decode(next);
     observed.push_back(t.decode(next));
