@@ -9,7 +9,9 @@
 #     time with 1 thread (rollout.max_batch=1 and max_inflight=1 / --max-batch 1), as
 #     the resume tests do: batch composition changes float rounding on some CPUs.
 #  2. The server loaded the initial weights and each update (policy versions 0, 1, 2),
-#     only the latest weights directory is kept, and the remote/* metrics are logged.
+#     only the latest weights directory is kept, and the remote/* metrics are logged;
+#     --resume loads the checkpoint's weights into the server (step 3 equal again); two
+#     servers share the groups and give the same trajectories.
 #  3. An unreachable server fails at start naming its URL; asynchronous rollout with a
 #     remote engine is refused with the fix.
 # usage: remote_test.sh AGENTR1_BINARY SOURCE_DIR
@@ -118,12 +120,29 @@ print("     remote/requests %s, rollout/logprob_max_diff %s" % ([x.get("remote/r
 sys.exit(0 if ok else 1)
 EOF
 check "remote metrics logged; server and learner log-probs agree" test $? -eq 0
+
 check "only the latest weights are kept" test "$(ls "$tmp/remote/remote_weights")" = "policy_v000002"
 check "the weights directory is an HF model" test -f "$tmp/remote/remote_weights/policy_v000002/model.safetensors" \
   -a -f "$tmp/remote/remote_weights/policy_v000002/config.json" \
   -a -f "$tmp/remote/remote_weights/policy_v000002/tokenizer.json"
 check "the server reloaded 3 times (versions 0, 1, 2)" \
   test "$(grep -c 'update_weights_from_disk' "$tmp/serve.err")" -ge 3
+
+# --resume pushes the checkpoint's weights (version 2) before step 3: still the in-process run's.
+# The server is put back on the initial weights first, so only the resume's push gives it version 2.
+curl -s -X POST "http://127.0.0.1:$port/update_weights_from_disk" -H 'Content-Type: application/json' \
+  -d "{\"model_path\": \"$tmp/model\", \"policy_version\": 0}" >/dev/null
+cp -r "$tmp/local" "$tmp/local3"
+cp -r "$tmp/remote" "$tmp/remote3"
+"$bin" train "${common[@]}" trainer.total_steps=3 trainer.output_dir="$tmp/local3" --resume >"$tmp/local3.log" 2>&1
+"$bin" train "${common[@]}" trainer.total_steps=3 trainer.output_dir="$tmp/remote3" rollout.engine=remote \
+  "rollout.remote.urls=[http://127.0.0.1:$port]" rollout.remote.max_inflight=1 --resume >"$tmp/remote3.log" 2>&1
+check "resumed remote run" test $? -eq 0
+check "resumed: step 3 equals the in-process run's" python3 -c "
+import json, sys
+def t(d): return [json.loads(l)['steps'] for l in open(d + '/trajectories/step_000003.jsonl')]
+a, b = t('$tmp/local3'), t('$tmp/remote3')
+sys.exit(0 if a and a == b and {s['policy_version'] for x in b for s in x} == {2} else 1)"
 
 # Two servers: groups are spread over both (each keeps its own prefix cache), results unchanged.
 first=$port
