@@ -5,13 +5,15 @@
 //   rollouts.with_weights_exclusive([&] { learner.update(rows, true); });
 //   rollouts.push_weights(step);                         // later rollouts: policy_version = step
 //
-// Two sources implement the interface the trainer's loop needs:
+// Three sources implement the interface the trainer's loop needs:
 //   SyncRolloutSource   generates a step's trajectories on demand with the in-process
 //                       engine, which shares the policy module with the learner (no copy):
 //                       every trajectory of step s comes from version s - 1.
 //   AsyncRolloutSource  (async_rollout_source.h) keeps generating the next steps'
 //                       trajectories with its own engine and a copy of the weights while
 //                       the learner updates, within rollout.max_staleness versions.
+//   RemoteRolloutSource (remote_rollout_source.h) generates on OpenAI-compatible servers
+//                       (rollout.engine=remote) and hands them the weights after each update.
 #pragma once
 
 #include <cstdint>
