@@ -44,7 +44,8 @@
 // trajectories, share a prompt prefix that server has cached); a new key, or a request
 // without one, goes to the server with the fewest requests queued or in flight. Each
 // server gets at most max_inflight requests at once; each in-flight request uses a
-// worker thread with its own HTTP connection (httplib clients are not shared).
+// worker thread with its own HTTP client (httplib clients are not shared), which opens a
+// connection per request (no idle keep-alive connections holding server threads).
 //
 // Failures: connection failures, timeouts and 5xx answers are retried up to `retries`
 // times with exponential backoff (backoff_s, 2 backoff_s, ...), 4xx never. What still
