@@ -26,6 +26,14 @@ tiny=(--arch qwen3 --tokenizer "$tok" --intermediate-size 64 --layers 2 --heads 
 check "tiny models written" test -f "$tmp/model/model.safetensors" -a -f "$tmp/other/model.safetensors" \
   -a -f "$tmp/wide/model.safetensors"
 
+"$bin" serve --model "$tmp/model" --tool-format bogus --port 0 >/dev/null 2>"$tmp/err"
+rc=$?
+check "serve: unknown --tool-format is a one-line error naming the known ones" \
+  test $rc -ne 0 -a "$(wc -l <"$tmp/err")" -eq 1 -a -n "$(grep llama3_json "$tmp/err")"
+"$bin" serve --model "$tmp/nowhere" --port 0 >/dev/null 2>"$tmp/err"
+rc=$?
+check "serve: missing model directory is a one-line error" test $rc -ne 0 -a "$(wc -l <"$tmp/err")" -eq 1
+
 key=k3y
 "$bin" serve --model "$tmp/model" --port 0 --threads 1 --max-batch 8 --max-context 1024 --api-key $key \
   >"$tmp/stdout" 2>"$tmp/log" &

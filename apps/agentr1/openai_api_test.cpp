@@ -714,6 +714,40 @@ TEST(OpenAIServer, StreamsServerSentEvents) {
   EXPECT_EQ(json::parse(w->body)["choices"][0]["message"]["content"], content);
 }
 
+TEST(OpenAIServer, ToolCallsOverHttp) {
+  Running s(any_port());
+  const ServedModel m = tiny_model();
+  s.gen.script = cat(m.tokenizer.encode("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 2}}\n</tool_call>"),
+                     {im_end(m)});
+  httplib::Client c = s.client();
+  const std::string body = R"({"messages": [{"role": "user", "content": "2+?"}], "seed": 4,
+      "tools": [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}])";
+  auto r = c.Post("/v1/chat/completions", body + "}", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json ch = json::parse(r->body)["choices"][0];
+  EXPECT_EQ(ch["finish_reason"], "tool_calls");
+  EXPECT_TRUE(ch["message"]["content"].is_null());
+  ASSERT_EQ(ch["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(ch["message"]["tool_calls"][0]["function"]["name"], "add");
+  EXPECT_EQ(json::parse(ch["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()), (json{{"a", 2}}));
+  auto st = c.Post("/v1/chat/completions", body + R"(, "stream": true})", "application/json");
+  ASSERT_TRUE(st);
+  ASSERT_EQ(st->status, 200);
+  json streamed_call;
+  std::string finish;
+  for (size_t pos = 0; (pos = st->body.find("data: {", pos)) != std::string::npos; pos += 6) {
+    const json j = json::parse(st->body.substr(pos + 6, st->body.find("\n\n", pos) - pos - 6));
+    const json& d = j["choices"][0]["delta"];
+    if (d.contains("tool_calls")) streamed_call = d["tool_calls"][0];
+    if (j["choices"][0]["finish_reason"].is_string()) finish = j["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_EQ(streamed_call["function"], ch["message"]["tool_calls"][0]["function"]);
+  EXPECT_TRUE(streamed_call["id"].is_string());
+  EXPECT_EQ(streamed_call["index"], 0);
+}
+
 TEST(OpenAIServer, ConcurrentRequestsReachTheGeneratorTogether) {
   Running s(any_port());
   s.gen.barrier = 4;  // no request is answered before 4 are submitted
