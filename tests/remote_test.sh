@@ -3,11 +3,14 @@
 #  1. `agentr1 serve --port 0` serves the model; a 2-step GRPO run rolls out on it
 #     (rollout.engine=remote) while the learner trains in-process, and the same run with
 #     the in-process engine (same seeds) must give the same trajectories, token for token,
-#     with the same behaviour log-probs and policy versions, in both steps (step 2 rolls
-#     out on the weights the server reloaded after step 1: written as fp32 safetensors,
-#     so the same bits), and the same validation. Both sides decode one sequence at a
-#     time with 1 thread (rollout.max_batch=1 and max_inflight=1 / --max-batch 1), as
-#     the resume tests do: batch composition changes float rounding on some CPUs.
+#     with the same policy versions, in both steps (step 2 rolls out on the weights the
+#     server reloaded after step 1: written as fp32 safetensors, so the same bits), and
+#     the same validation. Both sides decode one sequence at a time with 1 thread
+#     (rollout.max_batch=1 and max_inflight=1 / --max-batch 1), as the resume tests do:
+#     batch composition changes float rounding on some CPUs. The behaviour log-probs are
+#     mostly bit-identical; now and then one moves by an ulp (4.8e-7 seen), most likely
+#     because the prefix cache (on in both engines; what it holds depends on request
+#     timing) computed a prompt in chunks of another shape, so they are held to 1e-5.
 #  2. The server loaded the initial weights and each update (policy versions 0, 1, 2),
 #     only the latest weights directory is kept, and the remote/* metrics are logged;
 #     --resume loads the checkpoint's weights into the server (step 3 equal again); two
@@ -68,35 +71,41 @@ same_as_local() {  # same_as_local RUN_DIR : trajectories and validation equal t
 python3 - "$tmp/local" "$1" <<'EOF'
 import collections, glob, json, os, sys
 one, two = sys.argv[1], sys.argv[2]
-def trajs(d):
+def trajs(d):  # (file, uid) -> [(prompt ids, response ids, policy version, log-probs)] per step
     out = {}
     for f in sorted(glob.glob(d + "/trajectories/*.jsonl")):
         for line in open(f):
             j = json.loads(line)
             out[(os.path.basename(f), j["uid"])] = [
-                (s["prompt_ids"], s["response_ids"], s["response_logprobs"], s["policy_version"]) for s in j["steps"]]
+                (s["prompt_ids"], s["response_ids"], s["policy_version"], s["response_logprobs"]) for s in j["steps"]]
     return out
 a, b = trajs(one), trajs(two)
+ids = lambda t: [s[:3] for s in t]
 files = sorted({k[0] for k in a})
-same = [f for f in files if all(a[k] == b.get(k) for k in a if k[0] == f)]
-print("     %d trajectories in %s; identical in %s" % (len(a), ", ".join(files), ", ".join(same) or "none"))
+same = [f for f in files if all(ids(a[k]) == ids(b.get(k, [])) for k in a if k[0] == f)]
+print("     %d trajectories in %s; token ids and versions identical in %s" % (len(a), ", ".join(files),
+                                                                           ", ".join(same) or "none"))
 for k in sorted(a):
-    if a[k] != b.get(k):
-        x, y = a[k], b.get(k) or []
-        for i, (s, t) in enumerate(zip(x, y)):
-            if s != t:
-                print("     first difference: %s %s step %d" % (k[0], k[1], i))
-                for n, (u, v) in enumerate(zip(s, t)):
-                    if u != v:
-                        print("       field %d: %s\n            vs %s" % (n, u, v))
+    if ids(a[k]) != ids(b.get(k, [])):
+        for i, (s, t) in enumerate(zip(a[k], b.get(k, []))):
+            if s[:3] != t[:3]:
+                print("     first difference: %s %s step %d\n       %s\n    vs %s" % (k[0], k[1], i, s[:3], t[:3]))
                 break
         break
-versions = sorted({s[3] for v in b.values() for s in v})
+# Log-probs: the same bits but for the last-place rounding the prefix cache's chunk shapes
+# give (which prefixes are cached depends on request timing, on both sides).
+diffs = [abs(u - v) for k in a if k in b and ids(a[k]) == ids(b[k])
+         for s, t in zip(a[k], b[k]) for u, v in zip(s[3], t[3])]
+equal = sum(1 for k in a if a[k] == b.get(k))
+print("     log-probs: %d of %d trajectories bit-identical, max |diff| %.3g over %d tokens" % (
+    equal, len(a), max(diffs, default=0.0), len(diffs)))
+versions = sorted({s[2] for v in b.values() for s in v})
 print("     policy versions in the remote dumps: %s" % versions)
 finish = collections.Counter(s["info"]["finish_reason"] for f in glob.glob(two + "/trajectories/*.jsonl")
                              for l in open(f) for s in json.loads(l)["steps"])
 print("     turns by finish reason: %s" % dict(finish))
-ok = len(a) > 0 and a == b and len(files) >= 2 and versions == [0, 1, 2]
+ok = (len(a) > 0 and sorted(a) == sorted(b) and len(same) == len(files) and len(files) >= 2 and
+      versions == [0, 1, 2] and max(diffs, default=0.0) <= 1e-5)
 sa, sb = json.load(open(one + "/summary.json")), json.load(open(two + "/summary.json"))
 def val(s, k):  # every validation metric but its wall time
     return {m: v for m, v in s[k].items() if m != "wall_s"}
@@ -107,7 +116,7 @@ sys.exit(0 if ok and same_val else 1)
 EOF
 }
 same_as_local "$tmp/remote"
-check "remote trajectories equal in-process ones (ids, log-probs, versions; steps 1 and 2)" test $? -eq 0
+check "remote trajectories equal in-process ones (ids, versions; log-probs to 1e-5; steps 1, 2)" test $? -eq 0
 
 python3 - "$tmp/remote" <<'EOF'
 import json, sys
@@ -140,9 +149,12 @@ cp -r "$tmp/remote" "$tmp/remote3"
 check "resumed remote run" test $? -eq 0
 check "resumed: step 3 equals the in-process run's" python3 -c "
 import json, sys
-def t(d): return [json.loads(l)['steps'] for l in open(d + '/trajectories/step_000003.jsonl')]
+def t(d): return [[(s['prompt_ids'], s['response_ids'], s['policy_version'], s['response_logprobs'])
+                   for s in json.loads(l)['steps']] for l in open(d + '/trajectories/step_000003.jsonl')]
 a, b = t('$tmp/local3'), t('$tmp/remote3')
-sys.exit(0 if a and a == b and {s['policy_version'] for x in b for s in x} == {2} else 1)"
+same_ids = [[s[:3] for s in x] for x in a] == [[s[:3] for s in x] for x in b]
+diff = max((abs(u - v) for x, y in zip(a, b) for s, r in zip(x, y) for u, v in zip(s[3], r[3])), default=0.0)
+sys.exit(0 if a and same_ids and diff <= 1e-5 and {s[2] for x in b for s in x} == {2} else 1)"
 
 # Two servers: groups are spread over both (each keeps its own prefix cache), results unchanged.
 first=$port
