@@ -25,7 +25,7 @@ one_line_error_with_data_dir() {  # one_line_error_with_data_dir DIR ARGS... : a
   AGENTR1_DATA_DIR=$dir one_line_error "$@"
 }
 
-for cmd in train compare sft play replay tokenize render init-model score generate launch; do
+for cmd in train compare sft play replay tokenize render init-model score generate launch serve; do
   check "$cmd --help" "$bin" "$cmd" --help >/dev/null
 done
 check "unknown command" one_line_error frobnicate
