@@ -1420,10 +1420,12 @@ Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, con
     if (v.is_undefined() || v.is_none()) return {false, 0};
     return {true, need_int(v, what)};
   };
-  const auto [has_start, start0] = opt(start_v, "slice indices must be integers or None");
-  const auto [has_stop, stop0] = opt(stop_v, "slice indices must be integers or None");
-  const auto [has_step, step0] = opt(step_v, "slice indices must be integers or None");
-  const std::int64_t step = has_step ? step0 : 1;
+  // Pairs, not structured bindings: the lambda below captures them, which clang (the
+  // fuzz build) rejects for bindings before C++20's P1091.
+  const std::pair<bool, std::int64_t> start = opt(start_v, "slice indices must be integers or None");
+  const std::pair<bool, std::int64_t> stop = opt(stop_v, "slice indices must be integers or None");
+  const std::pair<bool, std::int64_t> step_opt = opt(step_v, "slice indices must be integers or None");
+  const std::int64_t step = step_opt.first ? step_opt.second : 1;
   if (step == 0) throw RenderError("ValueError: slice step cannot be zero");
   auto indices = [&](std::int64_t n) {
     std::vector<std::int64_t> idx;
@@ -1433,8 +1435,8 @@ Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, con
       if (step > 0) return std::clamp<std::int64_t>(v, 0, n);
       return std::clamp<std::int64_t>(v, -1, n - 1);
     };
-    const std::int64_t b = clamp(has_start, start0, step > 0 ? 0 : n - 1);
-    const std::int64_t e = clamp(has_stop, stop0, step > 0 ? n : -1);
+    const std::int64_t b = clamp(start.first, start.second, step > 0 ? 0 : n - 1);
+    const std::int64_t e = clamp(stop.first, stop.second, step > 0 ? n : -1);
     for (std::int64_t i = b; step > 0 ? i < e : i > e; i += step) idx.push_back(i);
     return idx;
   };
