@@ -36,8 +36,28 @@ Sample Sample::from_json(const json& row) {
     if (rm.contains("ground_truth")) s.ground_truth = rm["ground_truth"];
   }
   if (row.contains("env_kwargs") && !row["env_kwargs"].is_null()) {
-    AGENTR1_CHECK(row["env_kwargs"].is_object(), "sample 'env_kwargs' must be an object");
-    s.env_kwargs = row["env_kwargs"];
+    const json& kw = row["env_kwargs"];
+    if (kw.is_string()) {
+      // Agent-R1's preprocessing scripts store env_kwargs as a string holding a JSON
+      // object (json.dumps of the dict, as parquet/Arrow columns need one type).
+      const std::string& text = kw.get_ref<const std::string&>();
+      json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      AGENTR1_CHECK(!parsed.is_discarded(),
+                    "sample 'env_kwargs' is a string but not valid JSON: "
+                        << json(text.substr(0, 80)).dump()
+                        << ". HINT: give env_kwargs as an object, or as a string holding "
+                           "a JSON object, e.g. {\"max_turns\": 3}");
+      AGENTR1_CHECK(parsed.is_object(),
+                    "sample 'env_kwargs' is a string holding JSON " << parsed.type_name()
+                        << " " << parsed.dump().substr(0, 80)
+                        << ", but it must hold a JSON object");
+      s.env_kwargs = std::move(parsed);
+    } else {
+      AGENTR1_CHECK(kw.is_object(),
+                    "sample 'env_kwargs' must be an object (or a string holding a JSON "
+                    "object), got " << kw.type_name() << " " << kw.dump().substr(0, 80));
+      s.env_kwargs = kw;
+    }
   }
   if (row.contains("data_source") && !row["data_source"].is_null()) {
     AGENTR1_CHECK(row["data_source"].is_string(), "sample 'data_source' must be a string");

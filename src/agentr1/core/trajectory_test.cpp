@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "agentr1/core/error.h"
 
 namespace agentr1 {
@@ -28,6 +30,61 @@ TEST(SampleTest, MalformedRowNamesTheField) {
   }
   EXPECT_THROW(Sample::from_json(json::parse(R"({"x":1})")), Error);
   EXPECT_THROW(Sample::from_json(json::parse(R"({"prompt":[{"content":"a"}]})")), Error);
+}
+
+// Agent-R1's examples/data_preprocess/gsm8k_tool.py writes env_kwargs with
+// json.dumps({...}): a string holding a JSON object. The row below is what that
+// script's json.dumps produces for one GSM8K row (python3: json.dumps of the dict).
+TEST(SampleTest, EnvKwargsAsJsonStringIsParsed) {
+  json row = json::parse(R"({"prompt":[{"role":"user","content":"q"}],
+    "agent_name":"agent_env_loop","reward_model":{"style":"rule","ground_truth":"72"},
+    "env_kwargs":"{\"env_type\": \"tool\", \"tools\": [\"calc_gsm8k_reward\"], \"tool_format\": \"hermes\", \"tools_kwargs\": {\"ground_truth\": \"72\"}}"})");
+  ASSERT_TRUE(row["env_kwargs"].is_string());
+  Sample s = Sample::from_json(row);
+  ASSERT_TRUE(s.env_kwargs.is_object());
+  EXPECT_EQ(s.env_kwargs.size(), 4u);
+  EXPECT_EQ(s.env_kwargs["env_type"], "tool");
+  EXPECT_EQ(s.env_kwargs["tools"], json::array({"calc_gsm8k_reward"}));
+  EXPECT_EQ(s.env_kwargs["tool_format"], "hermes");
+  EXPECT_EQ(s.env_kwargs["tools_kwargs"]["ground_truth"], "72");
+  // Written back as an object: the round trip goes through the object form.
+  EXPECT_TRUE(s.to_json()["env_kwargs"].is_object());
+  EXPECT_EQ(Sample::from_json(s.to_json()).env_kwargs, s.env_kwargs);
+  // An empty object in a string is fine too.
+  EXPECT_EQ(Sample::from_json(json::parse(R"({"prompt":[{"role":"user","content":"q"}],
+    "env_kwargs":"{}"})")).env_kwargs, json::object());
+}
+
+std::string from_json_error(const std::string& row_text) {
+  try {
+    Sample::from_json(json::parse(row_text));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(SampleTest, EnvKwargsStringThatIsNotAnObjectNamesFieldAndWhatWasFound) {
+  // Not JSON at all.
+  std::string e = from_json_error(
+      R"({"prompt":[{"role":"user","content":"q"}],"env_kwargs":"{tools: [calc]}"})");
+  EXPECT_NE(e.find("'env_kwargs'"), std::string::npos) << e;
+  EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find("{tools: [calc]}"), std::string::npos) << e;
+  // JSON, but a list.
+  e = from_json_error(
+      R"({"prompt":[{"role":"user","content":"q"}],"env_kwargs":"[\"calc\"]"})");
+  EXPECT_NE(e.find("'env_kwargs'"), std::string::npos) << e;
+  EXPECT_NE(e.find("array"), std::string::npos) << e;
+  EXPECT_NE(e.find("[\"calc\"]"), std::string::npos) << e;
+  EXPECT_NE(e.find("must hold a JSON object"), std::string::npos) << e;
+  // JSON, but a number; and a non-string non-object value.
+  e = from_json_error(R"({"prompt":[{"role":"user","content":"q"}],"env_kwargs":"3"})");
+  EXPECT_NE(e.find("'env_kwargs'"), std::string::npos) << e;
+  EXPECT_NE(e.find("number 3"), std::string::npos) << e;
+  e = from_json_error(R"({"prompt":[{"role":"user","content":"q"}],"env_kwargs":[1]})");
+  EXPECT_NE(e.find("'env_kwargs' must be an object"), std::string::npos) << e;
+  EXPECT_NE(e.find("array [1]"), std::string::npos) << e;
 }
 
 TEST(TrajectoryTest, RoundTripAndTotalReward) {
