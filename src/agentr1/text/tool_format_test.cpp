@@ -800,14 +800,14 @@ TEST(GptOssToolFormat, MalformedCallsBecomeErrorsForTheModel) {
   }
 }
 
-// gpt-oss's own chat template (the HF one, as llama.cpp keeps it; found by
-// tests/ref/gpt_oss_template.py in node-llama-cpp's llama.cpp bundle or
-// $AGENTR1_GPT_OSS_TEMPLATE; skipped when none is installed), rendered by python3-jinja2.
+// gpt-oss's own chat template (the HF one, as llama.cpp keeps it; taken by
+// tests/ref/gpt_oss_template.py from node-llama-cpp's llama.cpp bundle, or
+// $AGENTR1_GPT_OSS_TEMPLATE), rendered by python3-jinja2.
 struct GptOssRenders {
-  std::string skip;    // non-empty: why the template is not available
-  std::string source;  // where it came from, and its sha256
-  std::string text;    // the template
-  json out;            // tool_format_ref.py's renders
+  std::string missing;  // non-empty: why the template is not available
+  std::string source;   // where it came from, and its sha256
+  std::string text;     // the template
+  json out;             // tool_format_ref.py's renders
 };
 
 json harmony_call(const std::string& name, const json& args) {
@@ -818,7 +818,7 @@ const GptOssRenders& gpt_oss_renders() {
   static const GptOssRenders r = [] {
     GptOssRenders r;
     if (std::system((kPython + " -c 'import jinja2' >/dev/null 2>&1").c_str()) != 0) {
-      r.skip = kPython + " with jinja2 is not available";
+      r.missing = kPython + " with jinja2 is not available";
       return r;
     }
     char dir_pattern[] = "/tmp/agentr1_gptoss_tools_XXXXXX";
@@ -827,7 +827,7 @@ const GptOssRenders& gpt_oss_renders() {
     if (std::system((kPython + " '" + kRef + "/gpt_oss_template.py' --out '" + tmpl + "' >'" + dir +
                      "/source.txt' 2>'" + dir + "/why.txt'")
                         .c_str()) != 0) {
-      r.skip = read_text(dir + "/why.txt");
+      r.missing = read_text(dir + "/why.txt");
       fs::remove_all(dir);
       return r;
     }
@@ -876,7 +876,7 @@ std::string added_by(const json& out) {
 
 TEST(GptOssToolFormat, TheRealTemplateIsDetectedAndItsCallsParseBack) {
   const GptOssRenders& g = gpt_oss_renders();
-  if (!g.skip.empty()) GTEST_SKIP() << g.skip;
+  ASSERT_TRUE(g.missing.empty()) << g.missing;
   std::printf("[gpt_oss] template %s", g.source.c_str());
   EXPECT_EQ(default_tool_format(g.text), "gpt_oss");
   EXPECT_EQ(ChatTemplate::from_template_text(g.text).name(), "gpt_oss");
@@ -902,7 +902,7 @@ TEST(GptOssToolFormat, TheRealTemplateIsDetectedAndItsCallsParseBack) {
 // write the content as is. Pinned here so that a change to either side is seen.
 TEST(GptOssToolFormat, TheRealTemplateJsonEncodesToolResults) {
   const GptOssRenders& g = gpt_oss_renders();
-  if (!g.skip.empty()) GTEST_SKIP() << g.skip;
+  ASSERT_TRUE(g.missing.empty()) << g.missing;
   for (size_t i = 0; i < sample_results().size(); ++i) {
     SCOPED_TRACE(i);
     ToolResponse t = sample_results()[i];
