@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <string>
 #include <vector>
@@ -46,6 +47,15 @@ struct GenRequest {
                                      // generator with several servers sends them to one, whose
                                      // prefix cache then serves them all; 0 = none. Never
                                      // changes what is generated
+  // Streaming: called with each sampled token (and its log-prob, as in GenResult), in
+  // order, from the generator's own thread, before the future is fulfilled. Return false
+  // to abort the request: it then finishes with kAborted, keeping the tokens so far (a
+  // client that went away). Must be quick and must not call into the generator; an
+  // exception it throws fails the request. A generator that cannot stream (a remote one)
+  // calls it for every token once the whole response has arrived, so a consumer sees
+  // every result token through it either way. Unset: no calls. Never changes what is
+  // generated.
+  std::function<bool(TokenId id, float logprob)> on_token;
 };
 
 struct GenResult {

@@ -466,6 +466,15 @@ void Engine::accept_token(Sequence& s, TokenId id, float logprob) {
   }
   const SamplingParams& sp = s.req.sampling;
   std::optional<FinishReason> why;
+  bool keep_going = true;
+  if (s.req.on_token) {
+    try {
+      keep_going = s.req.on_token(id, logprob);
+    } catch (const std::exception& e) {
+      fail(s, std::string("rollout engine: the request's on_token callback failed: ") + e.what());
+      return;
+    }
+  }
   if (std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), id) != sp.stop_token_ids.end()) {
     why = FinishReason::kStopToken;
   } else if (!sp.stop_strings.empty()) {
@@ -490,6 +499,7 @@ void Engine::accept_token(Sequence& s, TokenId id, float logprob) {
     why = FinishReason::kLength;
   if (!why && static_cast<int>(s.tokens.size()) >= options_.max_context)
     why = FinishReason::kContextFull;
+  if (!why && !keep_going) why = FinishReason::kAborted;
   if (why) {
     s.result.finish = *why;
     finish(s);

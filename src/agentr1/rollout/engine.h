@@ -38,6 +38,9 @@
 //     ends with the token that completed it                 -> kStopString
 //   max_new_tokens generated                                -> kLength
 //   prompt + generated == max_context                       -> kContextFull
+//   the request's on_token returned false (client gone)     -> kAborted
+// on_token (GenRequest) is called on the worker thread with each token before these
+// checks, so a streamed consumer sees tokens as they are sampled.
 #pragma once
 
 #include <condition_variable>

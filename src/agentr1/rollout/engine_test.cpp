@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -183,6 +185,76 @@ TEST(Engine, LogprobsEqualScoringPassWithTemperature) {
 }
 
 // Toy detokenizer: each id is one to three copies of a lowercase letter.
+// on_token streams every token, in order, from the worker before the future is ready;
+// returning false aborts the request there, keeping what was sampled; a throwing
+// callback fails only its own request.
+TEST(Engine, OnTokenStreamsAbortsAndFails) {
+  Engine engine(tiny_model(), options(/*max_batch=*/4));
+  std::mt19937_64 g(7);
+  const TokenIds prompt = random_prompt(g, 9);
+  const GenResult plain = engine.submit(request(prompt, 1.0f, 24, /*seed=*/5)).get();
+  ASSERT_EQ(plain.token_ids.size(), 24u);
+
+  // Streamed: the callback's tokens are the result's, and all arrived before get().
+  std::mutex mu;
+  TokenIds seen;
+  std::vector<float> seen_lp;
+  GenRequest streamed = request(prompt, 1.0f, 24, 5);
+  streamed.on_token = [&](TokenId id, float lp) {
+    std::lock_guard<std::mutex> lk(mu);
+    seen.push_back(id);
+    seen_lp.push_back(lp);
+    return true;
+  };
+  std::future<GenResult> f = engine.submit(std::move(streamed));
+  const GenResult r = f.get();
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    EXPECT_EQ(seen, plain.token_ids);
+    EXPECT_EQ(seen_lp, r.logprobs);  // (not plain's: a cached prefix may move the last bits)
+  }
+  EXPECT_EQ(r.token_ids, plain.token_ids);
+  EXPECT_EQ(r.finish, FinishReason::kLength);
+
+  // Abort after the 7th token: 7 tokens, the first 7 of the plain run, kAborted.
+  int calls = 0;
+  GenRequest aborting = request(prompt, 1.0f, 24, 5);
+  aborting.on_token = [&](TokenId, float) { return ++calls < 7; };
+  // A neighbour in the same batch is not disturbed.
+  std::future<GenResult> fa = engine.submit(std::move(aborting));
+  std::future<GenResult> fb = engine.submit(request(prompt, 1.0f, 24, 5));
+  const GenResult a = fa.get();
+  EXPECT_EQ(a.finish, FinishReason::kAborted);
+  ASSERT_EQ(a.token_ids.size(), 7u);
+  EXPECT_EQ(calls, 7);
+  EXPECT_EQ(a.token_ids, TokenIds(plain.token_ids.begin(), plain.token_ids.begin() + 7));
+  EXPECT_EQ(fb.get().token_ids, plain.token_ids);
+
+  // A stop that fires on the aborting token wins (the request ended on its own).
+  GenRequest stop_and_abort = request(prompt, 1.0f, 24, 5);
+  stop_and_abort.sampling.stop_token_ids = {plain.token_ids[3]};
+  const size_t first_stop =
+      std::find(plain.token_ids.begin(), plain.token_ids.end(), plain.token_ids[3]) - plain.token_ids.begin();
+  int n2 = 0;
+  stop_and_abort.on_token = [&, first_stop](TokenId, float) { return static_cast<size_t>(++n2) <= first_stop; };
+  const GenResult sa = engine.submit(std::move(stop_and_abort)).get();
+  EXPECT_EQ(sa.finish, FinishReason::kStopToken);
+  EXPECT_EQ(sa.token_ids.size(), first_stop + 1);
+
+  // A throwing callback fails its request with an error naming it; the engine goes on.
+  GenRequest throwing = request(prompt, 1.0f, 24, 5);
+  throwing.on_token = [](TokenId, float) -> bool { throw std::runtime_error("sink closed"); };
+  std::future<GenResult> ft = engine.submit(std::move(throwing));
+  try {
+    ft.get();
+    ADD_FAILURE() << "expected the request to fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("on_token"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sink closed"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(engine.submit(request(prompt, 1.0f, 24, 5)).get().token_ids, plain.token_ids);
+}
+
 std::string letters(const TokenIds& ids) {
   std::string s;
   for (TokenId id : ids) s += std::string(1 + id % 3, static_cast<char>('a' + id % 26));

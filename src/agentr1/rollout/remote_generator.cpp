@@ -419,6 +419,16 @@ struct RemoteGenerator::Impl {
                                    << " tokens for max_tokens " << req.sampling.max_new_tokens);
     requests.fetch_add(1);
     tokens.fetch_add(static_cast<int64_t>(r.token_ids.size()));
+    if (req.on_token) {  // no streaming from the server: replay the whole response
+      for (size_t i = 0; i < r.token_ids.size(); ++i) {
+        if (!req.on_token(r.token_ids[i], r.logprobs[i]) && i + 1 < r.token_ids.size()) {
+          r.token_ids.resize(i + 1);
+          r.logprobs.resize(i + 1);
+          r.finish = FinishReason::kAborted;
+          break;
+        }
+      }
+    }
     return r;
   }
 

@@ -217,6 +217,35 @@ TEST(RemoteGenerator, OpenAIRequestBodyAndResponse) {
   EXPECT_EQ(seed.get<uint64_t>(), 0xFFFFFFFFFFFFFFFEULL);
 }
 
+// A server response arrives whole: on_token replays it token by token before the
+// future is ready; returning false keeps the tokens up to there and marks kAborted.
+TEST(RemoteGenerator, OnTokenReplaysTheResponse) {
+  FakeServer s;
+  s.post("/v1/completions", [](const json&, httplib::Response& res) {
+    reply(res, vllm_completion({11, 12, 13, 7}, {-0.5, -1.25, -2.0, -0.125}, "stop", 7));
+  });
+  RemoteGenerator gen(options_for({&s}));
+  std::vector<std::pair<TokenId, float>> seen;
+  GenRequest req = request({1, 2, 3});
+  req.on_token = [&](TokenId id, float lp) {
+    seen.push_back({id, lp});
+    return true;
+  };
+  const GenResult r = gen.submit(req).get();
+  EXPECT_EQ(r.token_ids, (TokenIds{11, 12, 13, 7}));
+  EXPECT_EQ(r.finish, FinishReason::kStopToken);
+  const std::vector<std::pair<TokenId, float>> want = {{11, -0.5f}, {12, -1.25f}, {13, -2.0f}, {7, -0.125f}};
+  EXPECT_EQ(seen, want);
+
+  GenRequest abort = request({1, 2, 3});
+  int calls = 0;
+  abort.on_token = [&](TokenId, float) { return ++calls < 2; };
+  const GenResult a = gen.submit(abort).get();
+  EXPECT_EQ(a.token_ids, (TokenIds{11, 12}));
+  EXPECT_EQ(a.logprobs, (std::vector<float>{-0.5f, -1.25f}));
+  EXPECT_EQ(a.finish, FinishReason::kAborted);
+}
+
 TEST(RemoteGenerator, OpenAIFinishReasonsAndPolicyVersion) {
   FakeServer s;
   std::atomic<int> call{0};
