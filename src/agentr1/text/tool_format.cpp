@@ -159,4 +159,8 @@ void register_tool_format(const std::string& name,
 
 std::vector<std::string> tool_format_names() { return registry().names(); }
 
+size_t HermesToolFormat::stream_safe_prefix(const std::string& partial) const {
+  return detail::before_markers(partial, {kOpen, kClose});
+}
+
 }  // namespace agentr1::text

@@ -135,12 +135,23 @@ class ToolFormat {
   virtual std::string format_tool_responses(const std::vector<ToolResponse>& responses) const = 0;
   // What the family's template expects of messages carrying calls and results.
   virtual ToolMessageRules message_rules() const { return {}; }
+  // For streaming: how many leading bytes of `partial` (a response still being
+  // generated) lie before any tool-call markup however the response goes on, i.e. are
+  // the start of parse(full).content whenever the full response has calls (up to the
+  // leading and trailing whitespace parse trims). A server may send them as content
+  // before the response ends. The default, 0, sends nothing early (gpt_oss: the
+  // channel structure decides what is content).
+  virtual size_t stream_safe_prefix(const std::string& partial) const {
+    (void)partial;
+    return 0;
+  }
 };
 
 class HermesToolFormat : public ToolFormat {
  public:
   std::string name() const override { return "hermes"; }
   ParsedResponse parse(const std::string& response_text) const override;
+  size_t stream_safe_prefix(const std::string& partial) const override;
   // "<|im_start|>user" + for each: "\n<tool_response>\n" + content + "\n</tool_response>"
   // + "<|im_end|>\n" (the Qwen templates' rendering of consecutive tool messages).
   std::string format_tool_responses(const std::vector<ToolResponse>& responses) const override;
@@ -153,6 +164,7 @@ class Llama3JsonToolFormat : public ToolFormat {
  public:
   std::string name() const override { return "llama3_json"; }
   ParsedResponse parse(const std::string& response_text) const override;
+  size_t stream_safe_prefix(const std::string& partial) const override;
   // Per result: "<|start_header_id|>ipython<|end_header_id|>\n\n" + content as a JSON
   // string + "<|eot_id|>".
   std::string format_tool_responses(const std::vector<ToolResponse>& responses) const override;
@@ -163,6 +175,7 @@ class DeepSeekV3ToolFormat : public ToolFormat {
  public:
   std::string name() const override { return "deepseek_v3"; }
   ParsedResponse parse(const std::string& response_text) const override;
+  size_t stream_safe_prefix(const std::string& partial) const override;
   std::string format_tool_responses(const std::vector<ToolResponse>& responses) const override;
   ToolMessageRules message_rules() const override;
 };
@@ -171,6 +184,7 @@ class MistralToolFormat : public ToolFormat {
  public:
   std::string name() const override { return "mistral"; }
   ParsedResponse parse(const std::string& response_text) const override;
+  size_t stream_safe_prefix(const std::string& partial) const override;
   // Throws Error if a response has no valid call_id (the template would raise too).
   std::string format_tool_responses(const std::vector<ToolResponse>& responses) const override;
   ToolMessageRules message_rules() const override;

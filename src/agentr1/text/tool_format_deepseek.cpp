@@ -155,4 +155,8 @@ ToolMessageRules DeepSeekV3ToolFormat::message_rules() const {
   return rules;
 }
 
+size_t DeepSeekV3ToolFormat::stream_safe_prefix(const std::string& partial) const {
+  return detail::before_markers(partial, {kCallsBegin, kCallBegin});
+}
+
 }  // namespace agentr1::text

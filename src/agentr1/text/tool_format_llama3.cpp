@@ -1,6 +1,7 @@
 // "llama3_json": Llama 3.1/3.2 JSON tool calls (see tool_format.h). What is accepted
 // follows vLLM's llama3_json parser: an optional <|python_tag|>, then JSON objects with
 // "name" and "parameters" (or "arguments"), separated by ";".
+#include <algorithm>
 #include <string_view>
 
 #include "agentr1/text/tool_format.h"
@@ -121,6 +122,21 @@ ToolMessageRules Llama3JsonToolFormat::message_rules() const {
   ToolMessageRules rules;
   rules.max_calls_per_message = 1;  // "This model only supports single tool-calls at once!"
   return rules;
+}
+
+// A response that opens with '{' may be all calls: nothing is certain. Otherwise text
+// before <|python_tag|> or a '{' that may still become {"name" is.
+size_t Llama3JsonToolFormat::stream_safe_prefix(const std::string& partial) const {
+  const size_t first = skip_ws(partial, 0);
+  if (first == partial.size() || partial[first] == '{') return 0;
+  size_t best = detail::before_markers(partial, {kPythonTag});
+  static constexpr std::string_view kName = "\"name\"";
+  for (size_t p = partial.find('{'); p != std::string::npos && p < best; p = partial.find('{', p + 1)) {
+    const size_t q = skip_ws(partial, p + 1);
+    const size_t n = std::min(kName.size(), partial.size() - q);
+    if (kName.compare(0, n, partial, q, n) == 0) best = p;  // "name" or a prefix of it, or nothing yet
+  }
+  return best;
 }
 
 }  // namespace agentr1::text

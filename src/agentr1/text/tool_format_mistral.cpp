@@ -165,4 +165,8 @@ std::string MistralToolFormat::make_call_id(std::uint64_t seed) {
   return id;
 }
 
+size_t MistralToolFormat::stream_safe_prefix(const std::string& partial) const {
+  return detail::before_markers(partial, {kTag});
+}
+
 }  // namespace agentr1::text

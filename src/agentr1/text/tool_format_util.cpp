@@ -1,6 +1,24 @@
 #include "agentr1/text/tool_format_util.h"
 
+#include <algorithm>
+
 namespace agentr1::text::detail {
+
+size_t before_markers(const std::string& text, std::initializer_list<std::string_view> markers) {
+  size_t best = text.size();
+  for (std::string_view m : markers) {
+    const size_t full = text.find(m);
+    if (full != std::string::npos) best = std::min(best, full);
+    // The earliest start whose rest of text is a proper prefix of m.
+    const size_t from = text.size() >= m.size() ? text.size() - m.size() + 1 : 0;
+    for (size_t p = from; p < std::min(best, text.size()); ++p)
+      if (m.compare(0, text.size() - p, text, p, text.size() - p) == 0) {
+        best = p;
+        break;
+      }
+  }
+  return best;
+}
 
 std::string trim_ws(const std::string& s) {
   size_t b = 0, e = s.size();

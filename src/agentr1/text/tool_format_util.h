@@ -2,7 +2,9 @@
 // agentr1_text: tool_format*.cpp). Nothing here throws on model text.
 #pragma once
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "agentr1/core/json.h"
 #include "agentr1/text/tool_format.h"
@@ -13,6 +15,11 @@ inline bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 // s without leading and trailing spaces, tabs, CR and LF.
 std::string trim_ws(const std::string& s);
+
+// The first position of `text` where one of `markers` occurs, or from which the rest of
+// `text` is a proper prefix of a marker (it may still become one); text.size() if none.
+// ToolFormat::stream_safe_prefix of formats whose markup starts with fixed tags.
+size_t before_markers(const std::string& text, std::initializer_list<std::string_view> markers);
 
 // A short, single-line quote of model text for error messages: 'abc...'.
 std::string quote(const std::string& s, size_t max_len = 60);
