@@ -133,7 +133,7 @@ void parse_sampling(const json& sp, const std::string& prefix, const ServedModel
   // max_new_tokens: absent = 128 (SGLang's default); null = the rest of the context
   // window (SGLang clips an unset one there); set later once the prompt is known.
   if (!sp.contains("max_new_tokens")) {
-    s.max_new_tokens = kDefaultMaxNewTokens;
+    s.max_new_tokens = -1;  // resolved by the caller: 128, not checked against the window
   } else if (sp["max_new_tokens"].is_null()) {
     s.max_new_tokens = 0;  // resolved by the caller: the room the prompt leaves
   } else {
@@ -188,11 +188,14 @@ void parse_sampling(const json& sp, const std::string& prefix, const ServedModel
                                             type_name(*v));
     item.request_stop_ids = ids_from_json(*v, m, name("stop_token_ids"));
   }
-  s.stop_token_ids = item.request_stop_ids;
-  if (!get_bool(sp, "ignore_eos", false, name("ignore_eos")))
+  // SGLang checks every stop token, the request's and the model's eos, only when
+  // ignore_eos is false (Req.check_finished); stop strings apply either way.
+  if (!get_bool(sp, "ignore_eos", false, name("ignore_eos"))) {
+    s.stop_token_ids = item.request_stop_ids;
     for (TokenId id : m.eos_ids)
       if (std::find(s.stop_token_ids.begin(), s.stop_token_ids.end(), id) == s.stop_token_ids.end())
         s.stop_token_ids.push_back(id);
+  }
   item.skip_special_tokens = get_bool(sp, "skip_special_tokens", true, name("skip_special_tokens"));
   item.no_stop_trim = get_bool(sp, "no_stop_trim", false, name("no_stop_trim"));
 }
@@ -404,7 +407,25 @@ GenerateRequest parse_generate_request(const json& body, const ServedModel& m, u
       throw bad("sampling_params", "'n' must be the same in every sampling_params object (" + std::to_string(req.n) +
                                        " and " + std::to_string(n) + ")");
     const int room = m.max_context - static_cast<int>(item.prompt.size());
-    if (item.sampling.max_new_tokens == 0) item.sampling.max_new_tokens = room;
+    if (item.sampling.max_new_tokens == 0) {
+      item.sampling.max_new_tokens = room;
+    } else if (item.sampling.max_new_tokens < 0) {
+      // SGLang checks only a max_new_tokens the request gave; its default of 128 ends
+      // where the window does (the engine's context-full "length").
+      item.sampling.max_new_tokens = kDefaultMaxNewTokens;
+    } else if (static_cast<int64_t>(item.sampling.max_new_tokens) + static_cast<int64_t>(item.prompt.size()) >=
+               m.max_context) {
+      // SGLang's TokenizerManager._validate_one_request (without --allow-auto-truncate).
+      const std::string where = sps && sps->is_array() ? "sampling_params[" + std::to_string(i) + "]" : "sampling_params";
+      throw bad(where + ".max_new_tokens",
+                "Requested token count exceeds the model's maximum context length of " +
+                    std::to_string(m.max_context) + " tokens. You requested a total of " +
+                    std::to_string(item.sampling.max_new_tokens + item.prompt.size()) + " tokens: " +
+                    std::to_string(item.prompt.size()) + " tokens from the input and " +
+                    std::to_string(item.sampling.max_new_tokens) + " tokens for the completion (" + where +
+                    ".max_new_tokens); ask for at most " + std::to_string(room - 1) +
+                    ", send null for the rest of the window, or start the server with a larger --max-context");
+    }
 
     if (const json* v = per_prompt(body, "return_logprob", i, count))
       item.return_logprob = as_bool(*v, field(body, "return_logprob")->is_array()

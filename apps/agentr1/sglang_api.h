@@ -16,9 +16,13 @@
 //                   text / input_ids (SGLang takes either; both is refused here)
 //   sampling_params an object, or a list with one object per prompt:
 //       max_new_tokens (default 128; null = the rest of the context window; >= 1 here,
-//       SGLang's 0 = prefill only is refused), temperature (0 = greedy), top_p in (0, 1],
-//       top_k (-1 = off, else >= 1), stop (a string or a list), stop_token_ids,
-//       ignore_eos, skip_special_tokens (default true), no_stop_trim (default false),
+//       SGLang's 0 = prefill only is refused; as in SGLang, a given max_new_tokens plus
+//       the prompt must be below the context window, the default ends with the window), temperature (0 = greedy), top_p in (0, 1],
+//       top_k (-1 = off, else >= 1), stop (a string or a list), stop_token_ids (with the
+//       model's eos ids, ServedModel::eos_ids, the tokens that stop generation),
+//       ignore_eos (as in SGLang: true turns off every stop token, stop_token_ids
+//       included; stop strings still apply), skip_special_tokens (default true),
+//       no_stop_trim (default false),
 //       spaces_between_special_tokens (accepted; agentr1's decode never adds spaces),
 //       n (samples per prompt, the same in every object), sampling_seed (a signed or
 //       unsigned 64-bit integer: -1 and 18446744073709551615 are the same seed),

@@ -123,12 +123,15 @@ TEST(SGLangApi, SamplingDefaultsAreSGLangs) {
   EXPECT_TRUE(si.return_logprob);
   EXPECT_TRUE(s.stream);
 
-  // ignore_eos: only the request's stop ids; top_k -1 = off; stop as a list.
+  // ignore_eos turns off every stop token, the request's too (SGLang's Req.check_finished
+  // tests stop_token_ids and eos inside `if not ignore_eos`); stop strings stay. top_k -1 =
+  // off; stop as a list.
   const GenerateRequest e = parse(
       R"({"input_ids": [1], "sampling_params": {"ignore_eos": true, "stop_token_ids": [9, 3], "top_k": -1,
           "stop": ["a", "bc"]}})",
       m);
-  EXPECT_EQ(e.items[0].sampling.stop_token_ids, (TokenIds{9, 3}));
+  EXPECT_TRUE(e.items[0].sampling.stop_token_ids.empty());
+  EXPECT_EQ(e.items[0].request_stop_ids, (TokenIds{9, 3}));
   EXPECT_EQ(e.items[0].sampling.top_k, 0);
   EXPECT_EQ(e.items[0].sampling.stop_strings, (std::vector<std::string>{"a", "bc"}));
   // max_new_tokens null: the rest of the context window (prompt of 3 -> 1021).
@@ -224,6 +227,10 @@ TEST(SGLangApi, BadRequestsName400AndField) {
       {R"({"input_ids": [1], "sampling_params": {"logit_bias": {"1": 2}}})", "sampling_params.logit_bias"},
       {R"({"input_ids": [1], "sampling_params": {"max_tokens": 5}})", "sampling_params.max_tokens"},
       {R"({"input_ids": [[1], [2]], "sampling_params": [{}, {"topk": 1}]})", "sampling_params[1].topk"},
+      // SGLang refuses prompt + max_new_tokens >= the context (1 + 1023 here).
+      {R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 1023}})", "sampling_params.max_new_tokens"},
+      {R"({"input_ids": [[1], [2]], "sampling_params": [{}, {"max_new_tokens": 5000}]})",
+       "sampling_params[1].max_new_tokens"},
       {R"({"input_ids": [1], "return_logprob": "yes"})", "return_logprob"},
       {R"({"input_ids": [[1], [2]], "return_logprob": [true]})", "return_logprob"},
       {R"({"input_ids": [1], "return_logprob": true, "logprob_start_len": 0})", "logprob_start_len"},
@@ -251,6 +258,18 @@ TEST(SGLangApi, BadRequestsName400AndField) {
   const Caught full = api_error([&] { parse("{\"input_ids\": " + ids_ctx + "}", m); });
   EXPECT_NE(full.message.find("1024 tokens"), std::string::npos) << full.message;
   EXPECT_NE(full.message.find("--max-context"), std::string::npos) << full.message;
+  EXPECT_EQ(parse(R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 1022}})", m).items[0].sampling.max_new_tokens,
+            1022);
+  // The default (128) is not checked: a 1000-token prompt gets it and ends with the window.
+  std::string ids1000 = "[";
+  for (int i = 0; i < 1000; ++i) ids1000 += (i ? ",1" : "1");
+  EXPECT_EQ(parse("{\"input_ids\": " + ids1000 + "]}", m).items[0].sampling.max_new_tokens, 128);
+  const Caught over = api_error([&] { parse(R"({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 2000}})", m); });
+  EXPECT_NE(over.message.find("maximum context length of 1024 tokens. You requested a total of 2002 tokens: 2 tokens "
+                              "from the input and 2000 tokens for the completion"),
+            std::string::npos)
+      << over.message;
+  EXPECT_NE(over.message.find("at most 1021"), std::string::npos) << over.message;
   const Caught both = api_error([&] { parse(R"({"text": "a", "input_ids": [1]})", m); });
   EXPECT_NE(both.message.find("either 'text' or 'input_ids'"), std::string::npos) << both.message;
 }
@@ -401,11 +420,17 @@ TEST(SGLangApi, StreamChunksAreCumulativeAndEndWithTheResponse) {
 // as the engine's result: token ids, log-probs, finish reason and policy version.
 TEST(SGLangApi, RemoteGeneratorReadsTheResponseBackExactly) {
   const ServedModel m = tiny_model();
-  // RemoteGenerator's request body (remote_generator.cpp request_body, api sglang).
+  // RemoteGenerator's request body (remote_generator.cpp request_body, api sglang), but
+  // with "ignore_eos": false: it sends true, which with SGLang (and here) also turns off
+  // its stop_token_ids, so generation would not stop at the end of a turn.
+  const std::string stop = std::to_string(im_end(m));
   const json body = json::parse(R"({"input_ids": [4, 5, 6], "return_logprob": true,
       "sampling_params": {"max_new_tokens": 32, "temperature": 0.7, "top_p": 1, "sampling_seed": -2,
-                          "stop_token_ids": [)" + std::to_string(im_end(m)) + R"(], "stop": ["er"],
-                          "skip_special_tokens": false, "no_stop_trim": true, "ignore_eos": true, "top_k": 5}})");
+                          "stop_token_ids": [)" + stop + R"(], "stop": ["er"],
+                          "skip_special_tokens": false, "no_stop_trim": true, "ignore_eos": false, "top_k": 5}})");
+  json as_sent = body;
+  as_sent["sampling_params"]["ignore_eos"] = true;
+  EXPECT_TRUE(parse_generate_request(as_sent, m, 0).gen_requests()[0].sampling.stop_token_ids.empty());
   const GenerateRequest req = parse_generate_request(body, m, 0);
   const std::vector<GenRequest> g = req.gen_requests();
   ASSERT_EQ(g.size(), 1u);
