@@ -460,32 +460,80 @@ json generate_response(const GenerateRequest& req, const std::vector<GenResult>&
   return req.list_response() ? list : list[0];
 }
 
+GenerateStreamer::GenerateStreamer(const GenerateRequest& req, const ServedModel& model, std::string id)
+    : req_(&req), model_(&model), id_(std::move(id)) {
+  for (const GenerateItem& it : req.items)
+    for (int j = 0; j < req.n; ++j) {
+      Sample s;
+      s.dec.emplace_back(model.tokenizer, it.skip_special_tokens);
+      samples_.push_back(std::move(s));
+    }
+}
+
+size_t GenerateStreamer::choices() const { return samples_.size(); }
+
+std::vector<json> GenerateStreamer::begin() { return {}; }
+std::vector<json> GenerateStreamer::end() { return {}; }
+
+// The cumulative chunk of sample `choice` after its first `tokens` tokens.
+json GenerateStreamer::chunk(size_t choice, size_t tokens) const {
+  const size_t item = choice / static_cast<size_t>(req_->n);
+  const int j = static_cast<int>(choice % static_cast<size_t>(req_->n));
+  const GenerateItem& it = req_->items[item];
+  const GenResult& r = samples_[choice].so_far;
+  json mi{{"id", sample_id(*req_, item, j, choice, id_)},
+          {"finish_reason", nullptr},
+          {"prompt_tokens", it.prompt.size()},
+          {"completion_tokens", tokens}};
+  if (it.return_logprob) {
+    mi["input_token_logprobs"] = json::array();
+    mi["output_token_logprobs"] = logprob_triples(r, tokens, req_->return_text_in_logprobs, *model_);
+  }
+  json c{{"text", samples_[choice].text},
+         {"output_ids", TokenIds(r.token_ids.begin(), r.token_ids.begin() + static_cast<std::ptrdiff_t>(tokens))},
+         {"meta_info", std::move(mi)}};
+  if (req_->list_response()) c["index"] = choice;
+  return c;
+}
+
+std::vector<json> GenerateStreamer::push(size_t choice, TokenId id, float logprob) {
+  AGENTR1_CHECK(choice < samples_.size(), "GenerateStreamer::push: sample " << choice << " of " << samples_.size());
+  Sample& s = samples_[choice];
+  std::vector<json> out;
+  const size_t before = s.so_far.token_ids.size();
+  if (before > 0) {  // the previous token's chunk: it was not the last
+    s.text += s.last_piece;
+    out.push_back(chunk(choice, before));
+  }
+  s.so_far.token_ids.push_back(id);
+  s.so_far.logprobs.push_back(logprob);
+  s.last_piece = s.dec[0].push(id);
+  return out;
+}
+
+std::vector<json> GenerateStreamer::finish(size_t choice, const GenResult& result) {
+  AGENTR1_CHECK(choice < samples_.size(), "GenerateStreamer::finish: sample " << choice << " of " << samples_.size());
+  const size_t item = choice / static_cast<size_t>(req_->n);
+  const int j = static_cast<int>(choice % static_cast<size_t>(req_->n));
+  json last = output_dict(*req_, item, j, choice, result, *model_, id_);
+  if (req_->list_response()) last["index"] = choice;
+  return {std::move(last)};
+}
+
 std::vector<json> generate_stream_chunks(const GenerateRequest& req, const std::vector<GenResult>& results,
                                          const ServedModel& m, const std::string& id) {
   check_results(req, results);
-  std::vector<json> chunks;
-  size_t index = 0;
-  for (size_t i = 0; i < req.items.size(); ++i) {
-    const GenerateItem& it = req.items[i];
-    for (int j = 0; j < req.n; ++j, ++index) {
-      const GenResult& r = results[index];
-      const std::string sid = sample_id(req, i, j, index, id);
-      // Every token but the last: the text so far (a held-back partial UTF-8 character
-      // waits for its next byte), finish_reason null.
-      text::StreamDecoder sd(m.tokenizer, it.skip_special_tokens);
-      std::string text;
-      for (size_t k = 0; k + 1 < r.token_ids.size(); ++k) {
-        text += sd.push(r.token_ids[k]);
-        TokenIds so_far(r.token_ids.begin(), r.token_ids.begin() + static_cast<std::ptrdiff_t>(k + 1));
-        json c{{"text", text}, {"output_ids", so_far}, {"meta_info", meta_info(req, it, r, k + 1, nullptr, sid, m)}};
-        if (req.list_response()) c["index"] = index;
-        chunks.push_back(std::move(c));
-      }
-      json last = output_dict(req, i, j, index, r, m, id);
-      if (req.list_response()) last["index"] = index;
-      chunks.push_back(std::move(last));
-    }
+  GenerateStreamer st(req, m, id);
+  std::vector<json> chunks = st.begin();
+  auto add = [&](std::vector<json> more) {
+    for (json& c : more) chunks.push_back(std::move(c));
+  };
+  for (size_t i = 0; i < results.size(); ++i) {
+    for (size_t k = 0; k < results[i].token_ids.size(); ++k)
+      add(st.push(i, results[i].token_ids[k], k < results[i].logprobs.size() ? results[i].logprobs[k] : 0.f));
+    add(st.finish(i, results[i]));
   }
+  add(st.end());
   return chunks;
 }
 

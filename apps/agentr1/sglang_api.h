@@ -74,6 +74,7 @@
 
 #include "agentr1/core/generator.h"
 #include "agentr1/core/json.h"
+#include "agentr1/text/tokenizer.h"
 #include "openai_api.h"
 
 namespace agentr1::serve {
@@ -112,13 +113,50 @@ GenerateRequest parse_generate_request(const json& body, const ServedModel& mode
 json generate_response(const GenerateRequest& req, const std::vector<GenResult>& results, const ServedModel& model,
                        const std::string& id);
 
-// The streamed response (stream: true), in sending order; each is sent as
-// "data: <json>\n\n", then "data: [DONE]\n\n". As SGLang streams by default
-// (incremental_streaming_output off), every chunk is cumulative: text and output_ids
-// so far (text never ends inside a UTF-8 character), meta_info with finish_reason null
-// until the sample's last chunk, which equals generate_response's dict for that sample.
-// One chunk per generated token, sample after sample; list responses add "index" (the
-// sample's position in generate_response's list) to every chunk.
+// The chunks of a streamed /generate response (stream: true), made as tokens arrive;
+// each is sent as "data: <json>\n\n", then "data: [DONE]\n\n". As SGLang streams by
+// default (incremental_streaming_output off), every chunk is cumulative: text and
+// output_ids so far (text never ends inside a UTF-8 character), meta_info with
+// finish_reason null, completion_tokens and output_token_logprobs so far (no
+// weight_version / policy_version: the result says which weights sampled), until the
+// sample's last chunk, which is generate_response's dict for that sample. One chunk per
+// generated token: push() answers the previous token's chunk (a token's chunk goes out
+// when the next one arrives, so the last token's is the final one, as in SGLang). List
+// responses add "index" (the sample's position in generate_response's list). Not
+// thread-safe; `req` and `model` must outlive it. The same interface as Streamer
+// (openai_api.h):
+//
+//   GenerateStreamer st(req, model, id);
+//   send(st.begin());                               // nothing (SGLang sends no header chunk)
+//   send(st.push(i, token, logprob));               // on each sampled token of sample i
+//   send(st.finish(i, result_i));                   // once sample i's result is ready
+//   send(st.end());                                 // nothing
+class GenerateStreamer {
+ public:
+  GenerateStreamer(const GenerateRequest& req, const ServedModel& model, std::string id);
+  size_t choices() const;  // items x n
+  std::vector<json> begin();
+  std::vector<json> push(size_t choice, TokenId id, float logprob);
+  std::vector<json> finish(size_t choice, const GenResult& result);
+  std::vector<json> end();
+
+ private:
+  struct Sample {
+    GenResult so_far;                     // tokens and log-probs pushed
+    std::vector<text::StreamDecoder> dec;  // one, decoding so_far
+    std::string text;                     // decoded text of so_far minus its last token
+    std::string last_piece;               // what the last token added
+  };
+  json chunk(size_t choice, size_t tokens) const;
+  const GenerateRequest* req_;
+  const ServedModel* model_;
+  std::string id_;
+  std::vector<Sample> samples_;
+};
+
+// A streamed response whose results are all known: a GenerateStreamer fed every token,
+// then every result, sample after sample (what a client receives from a generator that
+// streams).
 std::vector<json> generate_stream_chunks(const GenerateRequest& req, const std::vector<GenResult>& results,
                                          const ServedModel& model, const std::string& id);
 

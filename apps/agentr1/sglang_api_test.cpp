@@ -398,6 +398,7 @@ TEST(SGLangApi, StreamChunksAreCumulativeAndEndWithTheResponse) {
     EXPECT_EQ(c["meta_info"]["completion_tokens"], k + 1) << k;
     EXPECT_EQ(c["meta_info"]["output_token_logprobs"].size(), k + 1) << k;
     EXPECT_FALSE(c.contains("index")) << k;
+    EXPECT_FALSE(c["meta_info"].contains("weight_version")) << k;  // known with the result only
     const std::string t = c["text"];
     EXPECT_EQ(std::string("Hé!").compare(0, t.size(), t), 0) << k << ": '" << t << "'";  // a prefix, whole characters
   }
@@ -414,6 +415,20 @@ TEST(SGLangApi, StreamChunksAreCumulativeAndEndWithTheResponse) {
   json last = bc.back();
   last.erase("index");
   EXPECT_EQ(last, generate_response(b, {r, r2}, m, "s")[1]);
+
+  // Fed live: a token's chunk goes out when the next token arrives; a generator that
+  // never streams (a remote one) gives just the final chunk.
+  GenerateStreamer st(req, m, "s");
+  EXPECT_EQ(st.choices(), 1u);
+  EXPECT_TRUE(st.begin().empty());
+  EXPECT_TRUE(st.push(0, ids[0], r.logprobs[0]).empty());
+  const std::vector<json> second = st.push(0, ids[1], r.logprobs[1]);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0], chunks[0]);
+  EXPECT_EQ(st.finish(0, r), std::vector<json>{chunks.back()});
+  EXPECT_TRUE(st.end().empty());
+  GenerateStreamer quiet(req, m, "s");
+  EXPECT_EQ(quiet.finish(0, r), std::vector<json>{chunks.back()});
 }
 
 // What rollout::RemoteGenerator (api=sglang) sends, answered by these functions, reads back
