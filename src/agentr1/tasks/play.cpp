@@ -1,5 +1,6 @@
 #include "agentr1/tasks/play.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "agentr1/core/error.h"
@@ -65,10 +66,46 @@ std::string last_user_text(const Sample& s) {
   return "";
 }
 
+// The tool formats an action may be written in. The sample's env_kwargs.tool_format
+// when it names one (what ToolEnv uses). With "auto" or none, ToolEnv takes the chat
+// template's format (text::default_tool_format), but play has no model or template, so
+// every registered format is accepted: an action is read by the first format that finds
+// tool-call markup in it, in the order hermes, mistral, deepseek_v3, gpt_oss, formats
+// registered later, and llama3_json last (it reads any {"name": ...} object after text
+// as a call, e.g. inside another format's block).
+std::vector<std::unique_ptr<text::ToolFormat>> action_formats(const json& kw) {
+  const std::vector<std::string> known = text::tool_format_names();
+  std::string name = "auto";
+  if (kw.is_object() && kw.contains("tool_format") && !kw["tool_format"].is_null()) {
+    const json& f = kw["tool_format"];
+    AGENTR1_CHECK(f.is_string(), "play: the sample's env_kwargs.tool_format must be a string (a tool "
+                                 "format name or auto), got " << f.dump().substr(0, 80));
+    name = f.get<std::string>();
+  }
+  std::vector<std::unique_ptr<text::ToolFormat>> out;
+  if (name != "auto") {
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    AGENTR1_CHECK(std::find(known.begin(), known.end(), name) != known.end(),
+                  "play: the sample's env_kwargs.tool_format is '"
+                      << name << "', which is not a registered tool format; known: " << list
+                      << ", or auto (any of them)");
+    out.push_back(text::make_tool_format(name));
+    return out;
+  }
+  std::vector<std::string> order = {"hermes", "mistral", "deepseek_v3", "gpt_oss"};
+  for (const auto& k : known)
+    if (k != "llama3_json" && std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+  order.push_back("llama3_json");
+  for (const auto& k : order)
+    if (std::find(known.begin(), known.end(), k) != known.end()) out.push_back(text::make_tool_format(k));
+  return out;
+}
+
 class ToolEpisode : public PlayEpisode {
  public:
   ToolEpisode(Sample sample, std::vector<std::string> expert)
-      : sample_(std::move(sample)), expert_(std::move(expert)), format_(text::make_tool_format("hermes")) {
+      : sample_(std::move(sample)), expert_(std::move(expert)), formats_(action_formats(sample_.env_kwargs)) {
     const json& kw = sample_.env_kwargs;
     const json names = kw.is_object() ? kw.value("tools", json::array()) : json::array();
     const json tool_kwargs = kw.is_object() ? kw.value("tool_kwargs", json::object()) : json::object();
@@ -114,7 +151,14 @@ class ToolEpisode : public PlayEpisode {
       else
         calls.emplace_back(as_json["name"].get<std::string>(), as_json["arguments"]);
     } else {
-      const text::ParsedResponse p = format_->parse(action);
+      text::ParsedResponse p;
+      for (const auto& f : formats_) {
+        p = f->parse(action);
+        if (p.has_tool_call_markup()) {
+          info["tool_format"] = f->name();
+          break;
+        }
+      }
       if (p.has_tool_call_markup()) {
         for (const auto& c : p.calls) calls.emplace_back(c.name, c.arguments);
         for (const auto& e : p.errors) errors.push_back("Error: malformed tool call: " + e.message);
@@ -177,7 +221,7 @@ class ToolEpisode : public PlayEpisode {
  private:
   Sample sample_;
   std::vector<std::string> expert_;
-  std::unique_ptr<text::ToolFormat> format_;
+  std::vector<std::unique_ptr<text::ToolFormat>> formats_;  // action_formats(env_kwargs)
   std::vector<std::unique_ptr<env::Tool>> tools_;
   std::string reward_fn_name_;
   RewardFn reward_;

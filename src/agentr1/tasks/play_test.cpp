@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "agentr1/core/error.h"
 #include "agentr1/env/tool.h"
 #include "agentr1/tasks/arithmetic_family.h"
@@ -77,6 +80,103 @@ TEST(ToolEpisode, MalformedUnknownAndWrongAnswers) {
   EXPECT_EQ(r["reward"], 0.0);
   EXPECT_EQ(r["info"]["answer"], "#### -1");
   EXPECT_THROW(ep->step("#### 1"), Error);  // after the end
+}
+
+// Without env_kwargs.tool_format (or with "auto") play has no chat template to pick a
+// format from, so an action in any registered format's markup is a call; info says which
+// format read it. The calls are each format's documented syntax (text/tool_format.h),
+// the expected outputs hand-computed.
+TEST(ToolEpisode, CallsInEveryToolFormatWhenAuto) {
+  register_arith_pieces();
+  ArithmeticFamily fam;
+  Sample s = fam.make_dataset(DataSplit::kTrain, 1, 3)[0];
+  ASSERT_FALSE(s.env_kwargs.contains("tool_format"));
+  struct Case {
+    const char* format;
+    std::string action;
+    const char* observation;
+  };
+  const std::vector<Case> cases = {
+      {"hermes", "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2 * 4\"}}\n</tool_call>", "8"},
+      {"mistral",
+       "[TOOL_CALLS][{\"name\": \"calculator\", \"arguments\": {\"expression\": \"6 * 7\"}, \"id\": \"abc123XYZ\"}, "
+       "{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1 + 1\"}, \"id\": \"abc123XY2\"}]",
+       "42\n2"},
+      {"deepseek_v3",
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>calculator\n```json\n"
+       "{\"expression\": \"10 - 4\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+       "6"},
+      {"gpt_oss",
+       "<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>commentary "
+       "to=functions.calculator <|constrain|>json<|message|>{\"expression\": \"5 + 6\"}<|call|>",
+       "11"},
+      {"llama3_json", "<|python_tag|>{\"name\": \"calculator\", \"parameters\": {\"expression\": \"3 + 4\"}}", "7"},
+      {"llama3_json", "Let me add. {\"name\": \"calculator\", \"parameters\": {\"expression\": \"20 + 1\"}}", "21"},
+  };
+  for (const char* tf : {"", "auto"}) {
+    if (*tf != '\0') s.env_kwargs["tool_format"] = tf;
+    auto ep = fam.play_episode(s);
+    ep->reset();
+    for (const Case& c : cases) {
+      const json r = ep->step(c.action);
+      EXPECT_EQ(r["observation"], c.observation) << c.action;
+      EXPECT_EQ(r["done"], false);
+      EXPECT_EQ(r["info"]["tool_format"], c.format) << c.action;
+    }
+    // Malformed markup of a format is that format's feedback, not the answer.
+    json r = ep->step("[TOOL_CALLS]nope");
+    EXPECT_EQ(r["done"], false);
+    EXPECT_EQ(r["info"]["tool_format"], "mistral");
+    EXPECT_EQ(r["observation"].get<std::string>().rfind("Error: malformed tool call: tool call 1: expected a "
+                                                        "JSON array of calls after [TOOL_CALLS]", 0),
+              0u) << r.dump();
+    r = ep->step("#### 7");  // no markup of any format: the answer
+    EXPECT_EQ(r["done"], true);
+    EXPECT_FALSE(r["info"].contains("tool_format"));
+  }
+}
+
+// env_kwargs.tool_format names the one format ToolEnv would use: other formats' markup
+// is plain text there (here: the final answer).
+TEST(ToolEpisode, PinnedToolFormatReadsOnlyThatFormat) {
+  register_arith_pieces();
+  ArithmeticFamily fam;
+  Sample s = fam.make_dataset(DataSplit::kTrain, 1, 3)[0];
+  s.env_kwargs["tool_format"] = "mistral";
+  auto ep = fam.play_episode(s);
+  ep->reset();
+  json r = ep->step("[TOOL_CALLS][{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2 + 3\"}}]");
+  EXPECT_EQ(r["observation"], "5");
+  EXPECT_EQ(r["info"]["tool_format"], "mistral");
+  r = ep->step(R"({"name": "calculator", "arguments": {"expression": "1 + 3"}})");  // plain JSON: any format
+  EXPECT_EQ(r["observation"], "4");
+  const std::string hermes = "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expression\": \"2 * 4\"}}\n</tool_call>";
+  r = ep->step(hermes);
+  EXPECT_EQ(r["done"], true);
+  EXPECT_EQ(r["info"]["answer"], hermes);
+}
+
+std::string play_error(const json& tool_format) {
+  register_arith_pieces();
+  ArithmeticFamily fam;
+  Sample s = fam.make_dataset(DataSplit::kTrain, 1, 3)[0];
+  s.env_kwargs["tool_format"] = tool_format;
+  try {
+    fam.play_episode(s);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ToolEpisode, UnknownToolFormatNamesItAndTheKnownOnes) {
+  std::string e = play_error("qwen");
+  EXPECT_NE(e.find("env_kwargs.tool_format is 'qwen'"), std::string::npos) << e;
+  EXPECT_NE(e.find("known: deepseek_v3, gpt_oss, hermes, llama3_json, mistral"), std::string::npos) << e;
+  EXPECT_NE(e.find("or auto"), std::string::npos) << e;
+  e = play_error(3);
+  EXPECT_NE(e.find("env_kwargs.tool_format must be a string"), std::string::npos) << e;
+  EXPECT_NE(e.find("got 3"), std::string::npos) << e;
 }
 
 // One room, one key: "take key" then "open door" wins.
