@@ -10,6 +10,7 @@
 #include "agentr1/core/log.h"
 #include "agentr1/flow/group_rollout.h"
 #include "agentr1/train/prompt_source.h"
+#include "agentr1/train/remote_rollout_source.h"
 
 namespace agentr1::train {
 
@@ -63,12 +64,10 @@ struct AsyncRolloutSource::Group {
   std::string error;
 };
 
-AsyncRolloutSource::AsyncRolloutSource(const model::Transformer& policy, rollout::EngineOptions eo,
-                                       flow::FlowContext ctx, flow::FlowOptions opts, int n, int64_t batch_size,
+AsyncRolloutSource::AsyncRolloutSource(flow::FlowContext ctx, flow::FlowOptions opts, int n, int64_t batch_size,
                                        uint64_t seed, const PromptSource& prompts, ThreadPool& drivers,
                                        AsyncRolloutOptions a)
-    : policy_(policy),
-      ctx_(std::move(ctx)),
+    : ctx_(std::move(ctx)),
       opts_(std::move(opts)),
       n_(n),
       batch_size_(batch_size),
@@ -79,6 +78,15 @@ AsyncRolloutSource::AsyncRolloutSource(const model::Transformer& policy, rollout
   AGENTR1_CHECK(n_ >= 1, "rollout.n must be >= 1, got " << n_);
   AGENTR1_CHECK(batch_size_ >= 1, "data.train_batch_size must be >= 1, got " << batch_size_);
   AGENTR1_CHECK(a_.max_staleness >= 0, "rollout.max_staleness must be >= 0, got " << a_.max_staleness);
+  last_return_ = Clock::now();
+}
+
+AsyncRolloutSource::AsyncRolloutSource(const model::Transformer& policy, rollout::EngineOptions eo,
+                                       flow::FlowContext ctx, flow::FlowOptions opts, int n, int64_t batch_size,
+                                       uint64_t seed, const PromptSource& prompts, ThreadPool& drivers,
+                                       AsyncRolloutOptions a)
+    : AsyncRolloutSource(std::move(ctx), std::move(opts), n, batch_size, seed, prompts, drivers, a) {
+  policy_ = policy;
   // The engine's own copy of the weights, same dtype and device as the learner's.
   const at::Tensor first = policy_->parameters().front();
   copy_ = model::init_random(policy_->config(), /*seed=*/0);
@@ -89,7 +97,18 @@ AsyncRolloutSource::AsyncRolloutSource(const model::Transformer& policy, rollout
   engine_ = std::make_unique<rollout::Engine>(copy_, std::move(eo));
   gate_ = std::make_unique<Gate>(*engine_);
   ctx_.generator = gate_.get();
-  last_return_ = Clock::now();
+}
+
+AsyncRolloutSource::AsyncRolloutSource(std::unique_ptr<rollout::RemoteGenerator> generator, WeightPusher weights,
+                                       flow::FlowContext ctx, flow::FlowOptions opts, int n, int64_t batch_size,
+                                       uint64_t seed, const PromptSource& prompts, ThreadPool& drivers,
+                                       AsyncRolloutOptions a)
+    : AsyncRolloutSource(std::move(ctx), std::move(opts), n, batch_size, seed, prompts, drivers, a) {
+  AGENTR1_CHECK(generator != nullptr, "AsyncRolloutSource: no remote generator");
+  remote_ = std::move(generator);
+  weights_ = std::make_unique<WeightPusher>(std::move(weights));
+  gate_ = std::make_unique<Gate>(*remote_);
+  ctx_.generator = gate_.get();
 }
 
 AsyncRolloutSource::~AsyncRolloutSource() { stop(); }
@@ -145,27 +164,33 @@ void AsyncRolloutSource::producer_loop() {
 }
 
 void AsyncRolloutSource::apply_swap(std::unique_lock<std::mutex>& lk) {
-  auto [version, weights] = std::move(*pending_);
+  Pending p = std::move(*pending_);
   pending_.reset();
   lk.unlock();
   const auto t0 = Clock::now();
-  auto swap = [&](model::Transformer& m) {
-    copy_parameters(weights, m);
-    engine_->clear_prefix_cache();  // keys/values of the old weights
-    engine_->set_policy_version(version);
-  };
   try {
-    if (a_.partial_rollout)
-      engine_->with_model_drained(swap);  // no response straddles the swap
-    else
-      engine_->with_model(swap);          // nothing in flight: the engine is idle
+    if (remote_) {
+      // Every server loads it (draining its in-flight requests, see the top); then the
+      // client stamps it on responses that carry no version.
+      weights_->load(*remote_, p.dir, p.version);
+    } else {
+      auto swap = [&](model::Transformer& m) {
+        copy_parameters(p.tensors, m);
+        engine_->clear_prefix_cache();  // keys/values of the old weights
+        engine_->set_policy_version(p.version);
+      };
+      if (a_.partial_rollout)
+        engine_->with_model_drained(swap);  // no response straddles the swap
+      else
+        engine_->with_model(swap);          // nothing in flight: the engine is idle
+    }
   } catch (...) {
     lk.lock();
     throw;
   }
   const double dt = seconds_since(t0);
   lk.lock();
-  applied_version_ = version;
+  applied_version_ = p.version;
   ++swaps_;
   swap_seconds_ += dt;
   cv_.notify_all();
@@ -233,13 +258,39 @@ void AsyncRolloutSource::finish_trajectory(const std::shared_ptr<Group>& g, int 
 }
 
 void AsyncRolloutSource::push_weights(int64_t version) {
-  std::vector<at::Tensor> w = snapshot(policy_);
+  Pending p;
+  p.version = version;
+  const auto t0 = Clock::now();
+  if (remote_)
+    p.dir = weights_->write(version);  // the servers load it on the producer's side
+  else
+    p.tensors = snapshot(policy_);
+  const double dt = seconds_since(t0);
+  std::string unloaded;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    pending_.emplace(version, std::move(w));
+    if (pending_.has_value() && pending_->dir != p.dir) unloaded = pending_->dir;  // replaced before it was loaded
+    pending_.emplace(std::move(p));
     learner_version_ = version;
+    pushed_ = true;
+    write_seconds_ += remote_ ? dt : 0.0;
   }
   cv_.notify_all();
+  if (!unloaded.empty()) weights_->discard(unloaded);
+}
+
+void AsyncRolloutSource::wait_weights_loaded() {
+  std::unique_lock<std::mutex> lk(mu_);
+  AGENTR1_CHECK(error_.empty(), error_);
+  AGENTR1_CHECK(!stop_, "asynchronous rollout: wait_weights_loaded() after stop()");
+  if (!started_) {
+    if (pending_.has_value()) apply_swap(lk);  // no producer yet, nothing in flight: here
+    return;
+  }
+  cv_.wait(lk, [this] { return stop_ || !error_.empty() || applied_version_ >= learner_version_; });
+  AGENTR1_CHECK(error_.empty(), error_);
+  AGENTR1_CHECK(applied_version_ >= learner_version_,
+                "asynchronous rollout stopped before policy version " << learner_version_ << " was loaded");
 }
 
 RolloutBatch AsyncRolloutSource::collect(int64_t step) {
@@ -247,9 +298,14 @@ RolloutBatch AsyncRolloutSource::collect(int64_t step) {
   std::unique_lock<std::mutex> lk(mu_);
   learner_busy_.stop(t_enter);
   if (!started_) {
+    AGENTR1_CHECK(!remote_ || pushed_, "asynchronous rollout on remote servers: collect() before the first "
+                                       "push_weights (the servers' weights are unknown)");
     started_ = true;
     first_batch_ = step;
-    engine_->reset_stats();
+    if (remote_)
+      remote_->reset_stats();
+    else
+      engine_->reset_stats();
     producer_ = std::thread([this] { producer_loop(); });
   }
   RolloutBatch b;
@@ -310,14 +366,22 @@ RolloutBatch AsyncRolloutSource::collect(int64_t step) {
   learner_busy_.forget_before(t_out);
   last_return_ = t_out;
   learner_busy_.start(t_out);
+  if (remote_) {
+    b.metrics["timing/weight_write"] = write_seconds_;
+    write_seconds_ = 0;
+  }
   lk.unlock();
-  const auto es = engine_->stats();
-  engine_->reset_stats();
-  b.metrics["rollout/prefix_reuse_rate"] = es.prefix_reuse_rate();
-  b.metrics["rollout/mean_decode_batch"] = es.mean_decode_batch();
-  b.metrics["rollout/generated_tokens"] = static_cast<double>(es.generated_tokens);
-  b.metrics["perf/gen_tokens_per_s"] =
-      static_cast<double>(es.generated_tokens) / std::max(1e-9, b.metrics["async/window_s"]);
+  if (remote_) {
+    for (const auto& kv : remote_metrics(remote_->stats())) b.metrics[kv.first] = kv.second;
+    remote_->reset_stats();
+  } else {
+    const auto es = engine_->stats();
+    engine_->reset_stats();
+    b.metrics["rollout/prefix_reuse_rate"] = es.prefix_reuse_rate();
+    b.metrics["rollout/mean_decode_batch"] = es.mean_decode_batch();
+    b.metrics["rollout/generated_tokens"] = static_cast<double>(es.generated_tokens);
+  }
+  b.metrics["perf/gen_tokens_per_s"] = b.metrics["rollout/generated_tokens"] / std::max(1e-9, b.metrics["async/window_s"]);
   return b;
 }
 

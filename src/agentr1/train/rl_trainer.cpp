@@ -116,10 +116,9 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   eo.detokenize = [tok](const TokenIds& ids) { return tok->decode(ids); };
   // rollout.engine=remote: the servers generate (rollouts and validation), so there is no
   // in-process engine; they are checked now (an unreachable one fails naming its URL).
+  // Under data parallelism every rank has its own client of the same servers.
   std::unique_ptr<rollout::RemoteGenerator> remote;
   if (c.rollout.remote_engine()) {
-    AGENTR1_CHECK(pg_ == nullptr, "rollout.engine=remote with " << pg_->world_size() << " data-parallel ranks is not "
-                  "supported yet; HINT: one process (the servers generate), or rollout.engine=local");
     rollout::RemoteOptions ro = c.rollout.remote.client;
     ro.max_context = eo.max_context;
     remote = with_context("rollout.engine=remote", [&] { return std::make_unique<rollout::RemoteGenerator>(ro); });
@@ -163,9 +162,26 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
     const std::string wdir = c.rollout.remote.weights_dir.empty() ? run_dir_->file("remote_weights")
                                                                   : c.rollout.remote.weights_dir;
     AGENTR1_LOG(INFO) << "remote rollout: " << ro_summary(*remote) << "; weights handed over in " << wdir;
-    rollout_ = std::make_unique<RemoteRolloutSource>(std::move(remote), policy_, dtype, wdir, path, ctx_,
-                                                     c.rollout.flow, c.rollout.n,
-                                                     static_cast<uint64_t>(c.trainer.seed), *prompts_, *drivers_);
+    WeightPusher weights(policy_, dtype, wdir, path);
+    if (c.rollout.asynchronous()) {
+      // The producer generates on the servers; pushed versions are loaded on its side.
+      AsyncRolloutOptions ao;
+      ao.max_staleness = c.rollout.max_staleness;
+      ao.partial_rollout = c.rollout.partial_rollout;
+      ao.prefer_fresh = c.rollout.prefer_fresh;
+      rollout_ = std::make_unique<AsyncRolloutSource>(std::move(remote), std::move(weights), ctx_, c.rollout.flow,
+                                                      c.rollout.n, c.data.train_batch_size,
+                                                      static_cast<uint64_t>(c.trainer.seed), *prompts_, *drivers_, ao);
+      AGENTR1_LOG(INFO) << "asynchronous rollout on the remote engines: max_staleness " << ao.max_staleness
+                        << ", partial rollouts " << (ao.partial_rollout ? "allowed" : "forbidden")
+                        << ", off-policy correction " << c.actor.off_policy.method;
+    } else {
+      auto rs = std::make_unique<RemoteRolloutSource>(std::move(remote), std::move(weights), ctx_, c.rollout.flow,
+                                                      c.rollout.n, static_cast<uint64_t>(c.trainer.seed), *prompts_,
+                                                      *drivers_);
+      rs->set_process_group(pg_.get());
+      rollout_ = std::move(rs);
+    }
   } else if (c.rollout.asynchronous()) {
     // Its own engine over a copy of the weights; engine_ (sharing the policy) stays for
     // validation.
@@ -210,6 +226,10 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
 RLTrainer::~RLTrainer() = default;
 
 EvalResult RLTrainer::validate(int64_t step) {
+  // Asynchronous rollout on remote servers: validate on the learner's weights, as the
+  // in-process engine_ does (the producer may not have loaded them yet).
+  if (auto* a = dynamic_cast<AsyncRolloutSource*>(rollout_.get()); a != nullptr && cfg_.rollout.remote_engine())
+    a->wait_weights_loaded();
   const EvalResult r = evaluate(val_set_, ctx_, cfg_.rollout.flow, cfg_.rollout.val_k, cfg_.rollout.val_temperature,
                                 static_cast<uint64_t>(cfg_.trainer.seed) * 7919 + 17, *drivers_, pg_.get());
   if (writer_) logger_->validation(step, r, val_set_);
@@ -389,7 +409,9 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
         m["timing/dist_check"] = seconds_since(t0c);
       }
       m["timing/step"] = seconds_since(t_step);
-      m = reduce_metrics(m, {"rollout/generated_tokens", "perf/gen_tokens_per_s"}, *pg_, "step metrics");
+      m = reduce_metrics(m, {"rollout/generated_tokens", "perf/gen_tokens_per_s", "remote/requests", "remote/retries",
+                             "remote/unknown_logprobs"},
+                         *pg_, "step metrics");
       m["dist/world_size"] = pg_->world_size();
     } else {
       m["timing/step"] = seconds_since(t_step);

@@ -46,14 +46,7 @@ void RolloutConfig::validate() const {
   AGENTR1_CHECK(engine == "local" || engine == "remote",
                 "rollout.engine must be local (in-process) or remote (OpenAI-compatible servers), got '" << engine
                                                                                                        << "'");
-  if (remote_engine()) {
-    remote.validate_remote();
-    AGENTR1_CHECK(!asynchronous(), "rollout.engine=remote with asynchronous rollout (rollout.max_staleness="
-                                       << max_staleness << (async ? ", rollout.async=true" : "")
-                                       << ") is not supported yet: the asynchronous source runs its own in-process "
-                                          "engine. HINT: rollout.max_staleness=0 rollout.async=false (the servers "
-                                          "generate, then the learner updates, in turn)");
-  }
+  if (remote_engine()) remote.validate_remote();
   flow.validate();
 }
 
