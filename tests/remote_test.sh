@@ -15,8 +15,21 @@
 #     only the latest weights directory is kept, and the remote/* metrics are logged;
 #     --resume loads the checkpoint's weights into the server (step 3 equal again); two
 #     servers share the groups and give the same trajectories.
-#  3. An unreachable server fails at start naming its URL; asynchronous rollout with a
-#     remote engine is refused with the fix.
+#  3. Asynchronous rollout on the server (the producer generates through it; pushed
+#     versions are written by the learner and loaded by the producer): at max_staleness 0
+#     (rollout.async=true) the in-process synchronous run again, token for token. At
+#     max_staleness 1 which version generates which group depends on timing (how far the
+#     producer got before each reload), so the runs are not comparable as a whole; what
+#     must hold (3 steps): every step's versions within [s - 2, s - 1], step 1 on version
+#     0, and a trajectory (same uid: step seed, sample, repeat) that both this run and an
+#     in-process max_staleness=1 run sampled on the same versions has the same token ids
+#     when those versions' weights are the same in both: version 0 always, version v when
+#     both runs trained steps 1..v on the same trajectories (uids and versions).
+#  4. Data parallelism: 2 ranks (`agentr1 launch`), each generating its share on the
+#     server, give the in-process 1-process run's trajectories and validation; rank 0
+#     alone hands the weights over (versions 0, 1, 2 loaded once each).
+#  5. An unreachable server fails at start naming its URL; with 2 ranks, rank 0's failure
+#     to hand the weights over fails rank 1 too, naming it.
 # usage: remote_test.sh AGENTR1_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -174,7 +187,89 @@ sys.exit(0 if share and all(s < 1.0 for s in share) else 1)
 EOF
 check "two servers: both served requests" test $? -eq 0
 
-# Start-up errors: one line naming the problem.
+# 3. Asynchronous rollout on the server. Staleness 0: the synchronous trajectories.
+loads_before=$(grep -c 'update_weights_from_disk' "$tmp/serve.err")
+t0=$(date +%s)
+"$bin" train "${common[@]}" trainer.output_dir="$tmp/async0" rollout.engine=remote rollout.async=true \
+  "rollout.remote.urls=[http://127.0.0.1:$first]" rollout.remote.max_inflight=1 >"$tmp/async0.log" 2>&1
+check "remote asynchronous run (max_staleness 0)" test $? -eq 0 || tail -5 "$tmp/async0.log"
+echo "     in $(( $(date +%s) - t0 )) s"
+same_as_local "$tmp/async0"
+check "remote async at staleness 0 = in-process synchronous (ids, versions, validation)" test $? -eq 0
+check "remote async: the server loaded versions 0, 1, 2" \
+  test "$(( $(grep -c 'update_weights_from_disk' "$tmp/serve.err") - loads_before ))" -eq 3
+check "remote async: only the latest weights are kept" test "$(ls "$tmp/async0/remote_weights")" = "policy_v000002"
+
+# Staleness 1: in-process and remote, then the comparison described at the top.
+t0=$(date +%s)
+"$bin" train "${common[@]}" trainer.total_steps=3 trainer.output_dir="$tmp/local-async1" rollout.max_staleness=1 \
+  >"$tmp/local-async1.log" 2>&1
+check "in-process run, max_staleness 1" test $? -eq 0 || tail -5 "$tmp/local-async1.log"
+"$bin" train "${common[@]}" trainer.total_steps=3 trainer.output_dir="$tmp/async1" rollout.engine=remote \
+  rollout.max_staleness=1 \
+  "rollout.remote.urls=[http://127.0.0.1:$first]" rollout.remote.max_inflight=1 >"$tmp/async1.log" 2>&1
+check "remote run, max_staleness 1" test $? -eq 0 || tail -5 "$tmp/async1.log"
+echo "     two runs in $(( $(date +%s) - t0 )) s"
+python3 - "$tmp/local-async1" "$tmp/async1" <<'EOF'
+import glob, json, os, sys
+one, two = sys.argv[1], sys.argv[2]
+def trajs(d):  # uid -> (trained in step, [(prompt ids, response ids, policy version)] per step)
+    out = {}
+    for f in sorted(glob.glob(d + "/trajectories/step_*.jsonl")):
+        step = int(os.path.basename(f)[5:11])
+        for line in open(f):
+            j = json.loads(line)
+            out[j["uid"]] = (step, [(s["prompt_ids"], s["response_ids"], s["policy_version"]) for s in j["steps"]])
+    return out
+a, b = trajs(one), trajs(two)
+ok = len(b) == 18 and {s for s, _ in b.values()} == {1, 2, 3}
+for uid, (step, steps) in b.items():
+    for s in steps:
+        if not step - 2 <= s[2] <= step - 1 or (step == 1 and s[2] != 0):
+            print("     %s trained in step %d was sampled by version %d" % (uid, step, s[2]))
+            ok = False
+# Version v is the same weights in both runs when both trained steps 1..v on the same
+# trajectories (uids and the versions that sampled them).
+trained = lambda t, step: sorted((u, tuple(s[2] for s in x)) for u, (st, x) in t.items() if st == step)
+same_upto = 0
+while same_upto < 3 and trained(a, same_upto + 1) == trained(b, same_upto + 1):
+    same_upto += 1
+comparable = [u for u in b if u in a and [s[2] for s in a[u][1]] == [s[2] for s in b[u][1]]
+              and max(s[2] for s in b[u][1]) <= same_upto]
+equal = [u for u in comparable if a[u][1] == b[u][1]]
+versions = sorted({s[2] for _, t in b.values() for s in t})
+print("     remote: %d trajectories, versions %s; versions 0..%d the same weights in both runs; %d trajectories "
+      "comparable with the in-process run, %d with equal token ids" % (len(b), versions, same_upto, len(comparable),
+                                                                       len(equal)))
+ok = ok and len(comparable) >= 6 and len(equal) == len(comparable)
+m = [x for x in map(json.loads, open(two + "/metrics.jsonl")) if "timing/gen" in x]
+ok = ok and len(m) == 3 and all(x["async/staleness_max"] <= 1 and "remote/requests" in x for x in m)
+print("     learner's push (timing/weight_write) %s s; producer's reloads (timing/weight_swap) %s s" % (
+    [round(x["timing/weight_write"], 4) for x in m], [round(x["timing/weight_swap"], 4) for x in m]))
+sys.exit(0 if ok else 1)
+EOF
+check "remote async at staleness 1: within the bound; comparable trajectories equal the in-process ones" \
+  test $? -eq 0
+
+# 4. Two data-parallel ranks on the server.
+loads_before=$(grep -c 'update_weights_from_disk' "$tmp/serve.err")
+t0=$(date +%s)
+"$bin" launch --nproc 2 train "${common[@]}" trainer.output_dir="$tmp/dp" rollout.engine=remote \
+  "rollout.remote.urls=[http://127.0.0.1:$first]" rollout.remote.max_inflight=1 >"$tmp/dp.log" 2>&1
+check "2-rank remote run" test $? -eq 0 || tail -5 "$tmp/dp.log"
+echo "     in $(( $(date +%s) - t0 )) s"
+same_as_local "$tmp/dp"
+check "2 ranks on the server = in-process 1-process run (ids, versions, validation)" test $? -eq 0
+check "2 ranks: rank 0 alone pushed (versions 0, 1, 2 loaded once each)" \
+  test "$(( $(grep -c 'update_weights_from_disk' "$tmp/serve.err") - loads_before ))" -eq 3
+check "2 ranks: both ranks generated" python3 -c "
+import json, sys
+m = [x for x in map(json.loads, open('$tmp/dp/metrics.jsonl')) if 'timing/gen' in x]
+print('     remote/requests (summed over ranks) %s, dist/world_size %s' % ([x['remote/requests'] for x in m],
+      [x.get('dist/world_size') for x in m]))
+sys.exit(0 if len(m) == 2 and all(x.get('dist/world_size') == 2 for x in m) else 1)"
+
+# 5. Start-up errors: one line naming the problem.
 "$bin" train "${common[@]}" trainer.output_dir="$tmp/dead" rollout.engine=remote \
   "rollout.remote.urls=[http://127.0.0.1:1]" rollout.remote.retries=1 rollout.remote.backoff_s=0.01 \
   >/dev/null 2>"$tmp/err"
@@ -182,11 +277,16 @@ check "unreachable server: non-zero exit" test $? -ne 0
 check "unreachable server: names the URL and the attempts" \
   grep -q "http://127.0.0.1:1: GET /v1/models failed after 2 attempts" "$tmp/err"
 check "unreachable server: no run directory left" test ! -e "$tmp/dead"
-"$bin" train "${common[@]}" trainer.output_dir="$tmp/async" rollout.engine=remote \
-  "rollout.remote.urls=[http://127.0.0.1:$port]" rollout.max_staleness=1 >/dev/null 2>"$tmp/err"
-check "remote + asynchronous rollout is refused" grep -q "rollout.max_staleness=0" "$tmp/err"
 "$bin" train "${common[@]}" trainer.output_dir="$tmp/nourl" rollout.engine=remote >/dev/null 2>"$tmp/err"
 check "remote without urls names the key" grep -q "rollout.remote.urls must list at least one server" "$tmp/err"
+# 2 ranks, and rank 0 cannot write the weights: every rank fails, naming the cause.
+touch "$tmp/plainfile"
+"$bin" launch --nproc 2 train "${common[@]}" trainer.output_dir="$tmp/dpbad" rollout.engine=remote \
+  "rollout.remote.urls=[http://127.0.0.1:$first]" rollout.remote.weights_dir="$tmp/plainfile/w" >"$tmp/dpbad.log" 2>&1
+check "2 ranks, unwritable weights_dir: non-zero exit" test $? -ne 0
+check "2 ranks, unwritable weights_dir: rank 1 names rank 0's failure and the key" \
+  grep -q "rank 1): error: rank 0 failed to hand policy version 0 to the remote engines: .*rollout.remote.weights_dir" \
+  "$tmp/dpbad.log"
 
 kill "${pids[@]}" 2>/dev/null
 wait 2>/dev/null
