@@ -303,7 +303,7 @@ RolloutBatch AsyncRolloutSource::collect(int64_t step) {
     started_ = true;
     first_batch_ = step;
     if (remote_)
-      remote_->reset_stats();
+      remote_seen_ = remote_->stats();
     else
       engine_->reset_stats();
     producer_ = std::thread([this] { producer_loop(); });
@@ -372,8 +372,18 @@ RolloutBatch AsyncRolloutSource::collect(int64_t step) {
   }
   lk.unlock();
   if (remote_) {
-    for (const auto& kv : remote_metrics(remote_->stats())) b.metrics[kv.first] = kv.second;
-    remote_->reset_stats();
+    // Counters since the last call: a difference of running totals (a reset after the
+    // read would lose the answers that arrive in between; the producer keeps going).
+    const rollout::RemoteGenerator::Stats now = remote_->stats();
+    rollout::RemoteGenerator::Stats d = now;
+    d.requests -= remote_seen_.requests;
+    d.retries -= remote_seen_.retries;
+    d.generated_tokens -= remote_seen_.generated_tokens;
+    d.unknown_logprobs -= remote_seen_.unknown_logprobs;
+    for (size_t i = 0; i < d.per_server.size() && i < remote_seen_.per_server.size(); ++i)
+      d.per_server[i] -= remote_seen_.per_server[i];
+    remote_seen_ = now;
+    for (const auto& kv : remote_metrics(d)) b.metrics[kv.first] = kv.second;
   } else {
     const auto es = engine_->stats();
     engine_->reset_stats();

@@ -204,6 +204,7 @@ class AsyncRolloutSource : public RolloutSource {
   bool pushed_ = false;                 // push_weights was called (remote: servers known)
   std::optional<Pending> pending_;      // the version to swap in next
   double write_seconds_ = 0;            // remote: push_weights' writes since the last collect
+  rollout::RemoteGenerator::Stats remote_seen_;  // remote: the client's totals at the last collect
   int64_t inflight_trajectories_ = 0;
   std::deque<Ready> ready_;
   int64_t dropped_total_ = 0;
