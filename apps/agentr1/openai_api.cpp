@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
 #include "agentr1/text/tool_format.h"
 
 namespace agentr1::serve {
@@ -478,8 +479,6 @@ CompletionRequest parse_completion_request(const json& body, const ServedModel& 
   refuse_unsupported(body, /*chat=*/false);
   CompletionRequest req;
   parse_common(body, m, default_seed, req.sampling, req.out);
-  if (req.out.stream)
-    throw bad("stream", "streaming is supported on /v1/chat/completions only; send stream: false here");
   req.sampling.max_new_tokens = max_tokens_field(body, "max_tokens", 16);
   if (const json* v = field(body, "logprobs")) {
     if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxLogprobs)
@@ -655,69 +654,258 @@ json chat_response(const ChatRequest& req, const std::vector<GenResult>& results
               {"usage", usage(req.prompt.size(), completion_tokens)}};
 }
 
-std::vector<json> chat_stream_chunks(const ChatRequest& req, const std::vector<GenResult>& results,
-                                     const ServedModel& m, const std::string& id, int64_t created) {
-  check_results(static_cast<size_t>(req.out.n), results.size());
-  std::vector<json> chunks;
-  auto chunk = [&](size_t index, json delta, json logprobs, json finish) {
-    json c{{"id", id},
-           {"object", "chat.completion.chunk"},
-           {"created", created},
-           {"model", m.name},
-           {"choices", json::array({json{{"index", index},
-                                         {"delta", std::move(delta)},
-                                         {"logprobs", std::move(logprobs)},
-                                         {"finish_reason", std::move(finish)}}})}};
-    return c;
+// ---- streaming ----
+
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// The part of `final_text` not yet sent, given that `sent` went out. When `sent` is not
+// a prefix of it (which the rules in openai_api.h are there to prevent) the rest after
+// the common prefix goes out and the error is logged.
+std::string remainder(const std::string& final_text, const std::string& sent, const std::string& id) {
+  if (final_text.compare(0, sent.size(), sent) == 0) return final_text.substr(sent.size());
+  size_t k = 0;
+  while (k < sent.size() && k < final_text.size() && sent[k] == final_text[k]) ++k;
+  AGENTR1_LOG(ERROR) << "serve: stream " << id << " sent text the final response does not have (sent "
+                     << sent.size() << " bytes, final " << final_text.size() << " bytes, common " << k << ")";
+  return final_text.substr(k);
+}
+
+}  // namespace
+
+struct Streamer::Impl {
+  const ChatRequest* chat = nullptr;
+  const CompletionRequest* cmpl = nullptr;
+  const ServedModel& m;
+  std::string id;
+  int64_t created;
+  const SamplingParams& sp;
+  const OutputOptions& out;
+  std::unique_ptr<text::ToolFormat> fmt;  // chat with tools parsed
+  size_t holdback = 0;                    // longest stop string - 1
+  struct Choice {
+    explicit Choice(const text::Tokenizer& t, bool skip) : sd(t, skip) {}
+    text::StreamDecoder sd;
+    std::string text;         // decoded so far (the stop token not included)
+    size_t sent = 0;          // bytes of text sent
+    size_t tokens = 0;        // tokens seen through push()
+    std::string prompt_text;  // completions with echo
+    bool finished = false;
   };
+  std::vector<Choice> cs;
   size_t completion_tokens = 0;
-  for (size_t i = 0; i < results.size(); ++i) {
-    const GenResult& r = results[i];
-    completion_tokens += r.token_ids.size();
-    const ChatChoice c = chat_choice(req, r, m, id, i);
-    chunks.push_back(chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
-    if (!c.tool_calls.empty()) {
-      if (!c.reasoning.empty())
-        chunks.push_back(chunk(i, json{{"reasoning_content", c.reasoning}}, nullptr, nullptr));
-      if (c.content.is_string()) chunks.push_back(chunk(i, json{{"content", c.content}}, nullptr, nullptr));
+
+  Impl(const ChatRequest* c, const CompletionRequest* q, const ServedModel& model, std::string i, int64_t t,
+       const SamplingParams& s, const OutputOptions& o, size_t n)
+      : chat(c), cmpl(q), m(model), id(std::move(i)), created(t), sp(s), out(o) {
+    for (const std::string& stop : sp.stop_strings) holdback = std::max(holdback, stop.size() - 1);
+    if (chat && chat->parse_tools) fmt = text::make_tool_format(m.tool_format);
+    for (size_t k = 0; k < n; ++k) cs.emplace_back(m.tokenizer, out.skip_special_tokens);
+  }
+
+  json chunk(size_t index, json delta_or_text, json logprobs, json finish) const {
+    json choice{{"index", index}};
+    if (chat) choice["delta"] = std::move(delta_or_text);
+    else choice["text"] = std::move(delta_or_text);
+    choice["logprobs"] = std::move(logprobs);
+    choice["finish_reason"] = std::move(finish);
+    return json{{"id", id},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", m.name},
+                {"choices", json::array({std::move(choice)})}};
+  }
+
+  // Log-probs of tokens [from, to) of a result, in the endpoint's shape; null if not asked.
+  json logprobs(const TokenIds& ids, const std::vector<float>& lps, size_t from, size_t to, size_t offset) const {
+    if (!out.logprobs || from >= to) return nullptr;
+    if (chat) {
+      json content = json::array();
+      for (size_t k = from; k < to; ++k)
+        content.push_back(chat_logprob_entry(m, ids[k], k < lps.size() ? lps[k] : 0.f, *out.logprobs));
+      return json{{"content", content}};
+    }
+    json tokens = json::array(), tl = json::array(), tops = json::array(), offs = json::array();
+    for (size_t k = from; k < to; ++k) {
+      const std::string t = token_text(m, ids[k]);
+      const double lp = k < lps.size() ? static_cast<double>(lps[k]) : 0.0;
+      tokens.push_back(t);
+      tl.push_back(lp);
+      json top = json::object();
+      top[t] = lp;
+      tops.push_back(top);
+      offs.push_back(offset);
+    }
+    return json{{"tokens", tokens}, {"token_logprobs", tl}, {"top_logprobs", tops}, {"text_offset", offs}};
+  }
+
+  // How many bytes of c.text the final response is certain to start with.
+  size_t certain(const Choice& c) const {
+    size_t end = c.text.size();
+    if (holdback > 0) end = end > holdback ? end - holdback : 0;
+    for (const std::string& stop : sp.stop_strings)  // completed: the text ends before it
+      end = std::min(end, c.text.find(stop));
+    if (fmt) {
+      end = std::min(end, fmt->stream_safe_prefix(c.text));
+      while (end > 0 && is_space(c.text[end - 1])) --end;
+    }
+    while (end > 0 && end < c.text.size() && (static_cast<unsigned char>(c.text[end]) & 0xC0) == 0x80) --end;
+    return end;
+  }
+
+  json text_delta(const std::string& t) const { return chat ? json{{"content", t}} : json(t); }
+};
+
+Streamer::Streamer(const ChatRequest& req, const ServedModel& model, std::string id, int64_t created)
+    : impl_(std::make_unique<Impl>(&req, nullptr, model, std::move(id), created, req.sampling, req.out,
+                                   static_cast<size_t>(req.out.n))) {}
+
+Streamer::Streamer(const CompletionRequest& req, const ServedModel& model, std::string id, int64_t created)
+    : impl_(std::make_unique<Impl>(nullptr, &req, model, std::move(id), created, req.sampling, req.out,
+                                   req.prompts.size() * static_cast<size_t>(req.out.n))) {
+  if (req.out.echo)
+    for (size_t i = 0; i < impl_->cs.size(); ++i)
+      impl_->cs[i].prompt_text = model.tokenizer.decode(req.prompts[i / req.out.n], req.out.skip_special_tokens);
+}
+
+Streamer::~Streamer() = default;
+Streamer::Streamer(Streamer&&) noexcept = default;
+size_t Streamer::choices() const { return impl_->cs.size(); }
+
+std::vector<json> Streamer::begin() {
+  Impl& s = *impl_;
+  std::vector<json> chunks;
+  for (size_t i = 0; i < s.cs.size(); ++i) {
+    if (s.chat) chunks.push_back(s.chunk(i, json{{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
+    else if (s.out.echo) chunks.push_back(s.chunk(i, s.cs[i].prompt_text, nullptr, nullptr));
+  }
+  return chunks;
+}
+
+std::vector<json> Streamer::push(size_t choice, TokenId token, float logprob) {
+  Impl& s = *impl_;
+  AGENTR1_CHECK(choice < s.cs.size(), "internal: stream choice " << choice << " of " << s.cs.size());
+  Impl::Choice& c = s.cs[choice];
+  if (c.finished) return {};
+  const size_t offset = c.prompt_text.size() + c.text.size();
+  ++c.tokens;
+  const bool stop_token =
+      std::find(s.sp.stop_token_ids.begin(), s.sp.stop_token_ids.end(), token) != s.sp.stop_token_ids.end();
+  if (!stop_token || s.out.include_stop_str_in_output) c.text += c.sd.push(token);
+  const size_t end = s.certain(c);
+  std::string delta;
+  if (end > c.sent) {
+    delta = c.text.substr(c.sent, end - c.sent);
+    c.sent = end;
+  }
+  json lp = s.logprobs(TokenIds{token}, std::vector<float>{logprob}, 0, 1, offset);
+  if (delta.empty() && lp.is_null()) return {};
+  return {s.chunk(choice, s.text_delta(delta), std::move(lp), nullptr)};
+}
+
+std::vector<json> Streamer::finish(size_t choice, const GenResult& r) {
+  Impl& s = *impl_;
+  AGENTR1_CHECK(choice < s.cs.size(), "internal: stream choice " << choice << " of " << s.cs.size());
+  Impl::Choice& c = s.cs[choice];
+  AGENTR1_CHECK(!c.finished, "internal: stream choice " << choice << " finished twice");
+  c.finished = true;
+  s.completion_tokens += r.token_ids.size();
+  std::vector<json> chunks;
+  const std::string sent = c.text.substr(0, c.sent);
+  const size_t seen = std::min(c.tokens, r.token_ids.size());
+  json unseen_lp = s.logprobs(r.token_ids, r.logprobs, seen, r.token_ids.size(), c.prompt_text.size() + sent.size());
+  json last;
+  if (s.chat) {
+    const ChatChoice cc = chat_choice(*s.chat, r, s.m, s.id, choice);
+    std::string rest;
+    if (cc.tool_calls.empty()) {
+      rest = remainder(cc.content.get<std::string>(), sent, s.id);
+    } else {
+      size_t lead = 0;  // whitespace that began the response went out; content trims it
+      while (lead < sent.size() && is_space(sent[lead])) ++lead;
+      rest = remainder(cc.content.is_string() ? cc.content.get<std::string>() : "", sent.substr(lead), s.id);
+    }
+    if (!rest.empty() || !unseen_lp.is_null())
+      chunks.push_back(s.chunk(choice, json{{"content", rest}}, std::move(unseen_lp), nullptr));
+    if (!cc.reasoning.empty())
+      chunks.push_back(s.chunk(choice, json{{"reasoning_content", cc.reasoning}}, nullptr, nullptr));
+    if (!cc.tool_calls.empty()) {
       json calls = json::array();
-      for (size_t k = 0; k < c.tool_calls.size(); ++k) {
-        json call = c.tool_calls[k];
+      for (size_t k = 0; k < cc.tool_calls.size(); ++k) {
+        json call = cc.tool_calls[k];
         call["index"] = k;
         calls.push_back(std::move(call));
       }
-      chunks.push_back(chunk(i, json{{"tool_calls", calls}}, nullptr, nullptr));
-    } else {
-      for (size_t k = 0; k < r.token_ids.size(); ++k) {
-        const std::string& piece = c.d.pieces[k];
-        json lp = nullptr;
-        if (req.out.logprobs)
-          lp = json{{"content", json::array({chat_logprob_entry(m, r.token_ids[k],
-                                                                k < r.logprobs.size() ? r.logprobs[k] : 0.f,
-                                                                *req.out.logprobs)})}};
-        if (piece.empty() && lp.is_null()) continue;
-        chunks.push_back(chunk(i, json{{"content", piece}}, std::move(lp), nullptr));
-      }
+      chunks.push_back(s.chunk(choice, json{{"tool_calls", calls}}, nullptr, nullptr));
     }
-    json last = chunk(i, json::object(), nullptr, c.finish);
-    json& choice = last["choices"][0];
-    choice["stop_reason"] = c.d.stop_reason;
-    if (req.out.return_token_ids) {
-      choice["token_ids"] = r.token_ids;
-      choice["prompt_token_ids"] = req.prompt;
+    last = s.chunk(choice, json::object(), nullptr, cc.finish);
+    last["choices"][0]["stop_reason"] = cc.d.stop_reason;
+    if (s.out.return_token_ids) {
+      last["choices"][0]["token_ids"] = r.token_ids;
+      last["choices"][0]["prompt_token_ids"] = s.chat->prompt;
     }
-    choice["policy_version"] = r.policy_version;
-    chunks.push_back(std::move(last));
+  } else {
+    const Decoded d = decode_result(r, s.sp, s.out, s.m);
+    const std::string rest = remainder(d.text, sent, s.id);
+    if (!rest.empty() || !unseen_lp.is_null()) chunks.push_back(s.chunk(choice, rest, std::move(unseen_lp), nullptr));
+    last = s.chunk(choice, "", nullptr, finish_name(r.finish));
+    last["choices"][0]["stop_reason"] = d.stop_reason;
+    if (s.out.return_token_ids) {
+      last["choices"][0]["token_ids"] = r.token_ids;
+      last["choices"][0]["prompt_token_ids"] = s.cmpl->prompts[choice / s.out.n];
+    }
   }
-  if (req.out.include_usage) {
-    chunks.push_back(json{{"id", id},
-                          {"object", "chat.completion.chunk"},
-                          {"created", created},
-                          {"model", m.name},
-                          {"choices", json::array()},
-                          {"usage", usage(req.prompt.size(), completion_tokens)}});
-  }
+  last["choices"][0]["policy_version"] = r.policy_version;
+  chunks.push_back(std::move(last));
   return chunks;
+}
+
+std::vector<json> Streamer::end() {
+  Impl& s = *impl_;
+  if (!s.out.include_usage) return {};
+  size_t prompt_tokens = 0;
+  if (s.chat) {
+    prompt_tokens = s.chat->prompt.size();
+  } else {
+    for (const TokenIds& p : s.cmpl->prompts) prompt_tokens += p.size();
+  }
+  json u = s.chunk(0, "", nullptr, nullptr);
+  u["choices"] = json::array();
+  u["usage"] = usage(prompt_tokens, s.completion_tokens);
+  return {u};
+}
+
+namespace {
+
+template <class Req>
+std::vector<json> all_chunks(const Req& req, const std::vector<GenResult>& results, const ServedModel& m,
+                             const std::string& id, int64_t created) {
+  Streamer st(req, m, id, created);
+  check_results(st.choices(), results.size());
+  std::vector<json> chunks = st.begin();
+  auto add = [&](std::vector<json> more) {
+    for (json& c : more) chunks.push_back(std::move(c));
+  };
+  for (size_t i = 0; i < results.size(); ++i) {
+    for (size_t k = 0; k < results[i].token_ids.size(); ++k)
+      add(st.push(i, results[i].token_ids[k], k < results[i].logprobs.size() ? results[i].logprobs[k] : 0.f));
+    add(st.finish(i, results[i]));
+  }
+  add(st.end());
+  return chunks;
+}
+
+}  // namespace
+
+std::vector<json> chat_stream_chunks(const ChatRequest& req, const std::vector<GenResult>& results,
+                                     const ServedModel& m, const std::string& id, int64_t created) {
+  return all_chunks(req, results, m, id, created);
+}
+
+std::vector<json> completion_stream_chunks(const CompletionRequest& req, const std::vector<GenResult>& results,
+                                           const ServedModel& m, const std::string& id, int64_t created) {
+  return all_chunks(req, results, m, id, created);
 }
 
 TokenIds default_eos_ids(const text::Tokenizer& tok, const json& config, const json& generation_config,

@@ -47,15 +47,23 @@
 //     parses nothing. Assistant messages whose tool_calls arguments are JSON strings
 //     are passed to the template with the arguments decoded into objects (as vLLM does);
 //     a null content is passed as "".
-//   - Streaming (chat, `stream: true`): a role chunk, then the content as the engine's
-//     tokens decode (text::StreamDecoder: never half a UTF-8 character), then a chunk
-//     with finish_reason, per choice; with tool calls, the content outside the calls in
-//     one delta and all calls in one delta. The response is computed before the first
-//     chunk is sent (the engine returns whole results), so streaming changes framing,
-//     not latency.
+//   - Streaming (`stream: true`, both endpoints): server-sent events as the engine
+//     samples (GenRequest::on_token; see Streamer). Chat: a role chunk per choice, then
+//     content deltas, then a chunk with finish_reason (and stop_reason, token ids,
+//     policy_version as the non-streamed choice has them), then usage when
+//     stream_options.include_usage. Completions: text deltas, then the finish chunk, then
+//     usage. A delta holds only text the final response is certain to contain, so the
+//     deltas concatenate to the non-streamed text: while a stop string may still
+//     complete, its length - 1 last bytes wait; a stop token adds no text; with tools,
+//     only text before any tool-call markup goes out early (ToolFormat::
+//     stream_safe_prefix; trailing whitespace waits, as message.content is trimmed
+//     before calls), reasoning and calls go out in one delta each at the end. One
+//     documented difference: with tool calls, whitespace that began the response was
+//     already sent while message.content trims it. Log-probs go out with each token.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -112,7 +120,7 @@ struct OutputOptions {
   bool skip_special_tokens = true;         // drop special tokens from the text
   bool include_stop_str_in_output = false; // keep the stop string in the text
   TokenIds request_stop_ids;               // the request's stop_token_ids (stop_reason is the id)
-  bool stream = false;                     // server-sent events (chat only)
+  bool stream = false;                     // server-sent events
   bool include_usage = false;              // stream_options.include_usage
 };
 
@@ -127,7 +135,7 @@ struct CompletionRequest {
 // Validates a /v1/completions body. Throws ApiError (400) naming the field and the
 // rule: not an object, wrong types, unknown model, empty or too long prompt, ids out of
 // the vocabulary, sampling values out of range, unsupported options (penalties,
-// logit_bias, suffix, best_of > n, echo with logprobs, stream).
+// logit_bias, suffix, best_of > n, echo with logprobs).
 CompletionRequest parse_completion_request(const json& body, const ServedModel& model, uint64_t default_seed);
 
 // Builds the text_completion body. `results` are gen_requests()'s results in order.
@@ -153,11 +161,42 @@ ChatRequest parse_chat_request(const json& body, const ServedModel& model, uint6
 json chat_response(const ChatRequest& req, const std::vector<GenResult>& results, const ServedModel& model,
                    const std::string& id, int64_t created);
 
-// The chat.completion.chunk objects of a streamed response, in sending order (each is
-// sent as "data: <json>\n\n", then "data: [DONE]\n\n"). Their content deltas
-// concatenate to chat_response's message content.
+// The chunks of one streamed response (chat.completion.chunk or text_completion), made
+// as tokens arrive; each is sent as "data: <json>\n\n", then "data: [DONE]\n\n".
+// Not thread-safe: the server calls it under its own lock. The request must outlive it.
+//
+//   Streamer st(chat_req, model, id, now);          // or a CompletionRequest
+//   send(st.begin());                               // chat: role chunks; echo: prompts
+//   send(st.push(i, token, logprob));               // on each sampled token of choice i
+//   send(st.finish(i, result_i));                   // once choice i's result is ready
+//   send(st.end());                                 // after every finish: usage
+// finish() sends what the final response has beyond what push() sent (all of it for a
+// generator that never called on_token) and checks nothing was sent that the final
+// response does not have (logged as an error if it ever happens).
+class Streamer {
+ public:
+  Streamer(const ChatRequest& req, const ServedModel& model, std::string id, int64_t created);
+  Streamer(const CompletionRequest& req, const ServedModel& model, std::string id, int64_t created);
+  ~Streamer();
+  Streamer(Streamer&&) noexcept;
+  size_t choices() const;
+  std::vector<json> begin();
+  std::vector<json> push(size_t choice, TokenId id, float logprob);
+  std::vector<json> finish(size_t choice, const GenResult& result);
+  std::vector<json> end();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The chunks of a streamed chat response whose results are all known (a Streamer fed
+// every token, then every result): what a client of the server receives.
 std::vector<json> chat_stream_chunks(const ChatRequest& req, const std::vector<GenResult>& results,
                                      const ServedModel& model, const std::string& id, int64_t created);
+// Likewise for /v1/completions.
+std::vector<json> completion_stream_chunks(const CompletionRequest& req, const std::vector<GenResult>& results,
+                                           const ServedModel& model, const std::string& id, int64_t created);
 
 // The stop ids of a model directory's tokenizer and configs, deduplicated: the
 // tokenizer's eos token, config.json's eos_token_id and generation_config.json's

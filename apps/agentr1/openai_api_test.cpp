@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <cctype>
 #include <random>
@@ -147,7 +148,6 @@ TEST(OpenAIApi, CompletionBadRequestsName400AndParam) {
       {R"({"prompt": [1], "logprobs": 21})", "logprobs"},
       {R"({"prompt": [1], "logprobs": true})", "logprobs"},
       {R"({"prompt": [1], "echo": true, "logprobs": 1})", "echo"},
-      {R"({"prompt": [1], "stream": true})", "stream"},
       {R"({"prompt": [1], "best_of": 2})", "best_of"},
       {R"({"prompt": [1], "presence_penalty": 0.5})", "presence_penalty"},
       {R"({"prompt": [1], "frequency_penalty": 1})", "frequency_penalty"},
@@ -476,6 +476,165 @@ TEST(OpenAIApi, StreamChunksConcatenateToTheMessage) {
   EXPECT_EQ(calls, 1);
 }
 
+// Feeds a Streamer token by token, choices interleaved, and collects each choice's text
+// deltas as they would reach the client before and after its result.
+struct Fed {
+  std::vector<json> chunks;
+  std::vector<std::string> before_finish;  // per choice: deltas sent from push() alone
+};
+
+std::string delta_text(const json& c) {
+  const json& ch = c["choices"][0];
+  if (ch.contains("delta")) return ch["delta"].contains("content") ? ch["delta"]["content"].get<std::string>() : "";
+  return ch["text"].get<std::string>();
+}
+
+template <class Req>
+Fed feed(const Req& req, const ServedModel& m, const std::vector<GenResult>& results) {
+  Streamer st(req, m, "s-1", 5);
+  Fed f;
+  f.before_finish.resize(results.size());
+  auto add = [&](std::vector<json> more, int pushed_by) {
+    for (json& c : more) {
+      if (pushed_by >= 0 && !c["choices"].empty()) f.before_finish[pushed_by] += delta_text(c);
+      f.chunks.push_back(std::move(c));
+    }
+  };
+  add(st.begin(), -1);
+  size_t longest = 0;
+  for (const GenResult& r : results) longest = std::max(longest, r.token_ids.size());
+  for (size_t k = 0; k < longest; ++k)  // round robin over the choices, as a batch decodes
+    for (size_t i = 0; i < results.size(); ++i)
+      if (k < results[i].token_ids.size())
+        add(st.push(i, results[i].token_ids[k], results[i].logprobs[k]), static_cast<int>(i));
+  for (size_t i = 0; i < results.size(); ++i) add(st.finish(i, results[i]), -1);
+  add(st.end(), -1);
+  return f;
+}
+
+std::string all_text(const std::vector<json>& chunks, size_t index) {
+  std::string s;
+  for (const json& c : chunks)
+    if (!c["choices"].empty() && c["choices"][0]["index"] == index) s += delta_text(c);
+  return s;
+}
+
+// Stop strings: text that a stop string may still claim waits (its length - 1 last
+// bytes), so no delta is ever cut back; the stop string itself never goes out.
+TEST(OpenAIApi, StreamerHoldsBackWhatAStopStringMayClaim) {
+  const ServedModel m = tiny_model();
+  const ChatRequest req = chat(m, R"({"messages": [{"role": "user", "content": "x"}], "stream": true,
+      "stop": ["world!"], "n": 2})");
+  // Choice 0 is cut short while "Hello wor" is out: 9 bytes - 5 held = "Hell".
+  const GenResult partial = result(m.tokenizer.encode("Hello wor"), FinishReason::kLength);
+  Fed f = feed(req, m, {partial, partial});
+  EXPECT_EQ(f.before_finish[0], "Hell");
+  EXPECT_EQ(all_text(f.chunks, 0), "Hello wor");  // the rest at finish (kLength: nothing is cut)
+  // It completes the stop string: the text ends before it.
+  const GenResult stopped = result(m.tokenizer.encode("Hello world!"), FinishReason::kStopString);
+  const GenResult other = result(m.tokenizer.encode("ok"), FinishReason::kLength);
+  f = feed(req, m, {stopped, other});
+  EXPECT_EQ(all_text(f.chunks, 0), "Hello ");
+  EXPECT_EQ(all_text(f.chunks, 1), "ok");
+  EXPECT_EQ(f.before_finish[0], "Hello ");  // 12 - 5 = 7 bytes certain before the stop fired
+  const json whole = chat_response(req, {stopped, other}, m, "s-1", 5);
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], "Hello ");
+  EXPECT_EQ(whole["choices"][0]["stop_reason"], "world!");
+  // The stop token adds no text, even streamed, unless include_stop_str_in_output.
+  const ChatRequest plain = chat(m, R"({"messages": [{"role": "user", "content": "x"}], "stream": true})");
+  const GenResult eos = result(cat(m.tokenizer.encode("Hi"), {im_end(m)}), FinishReason::kStopToken);
+  f = feed(plain, m, {eos});
+  EXPECT_EQ(f.before_finish[0], "Hi");
+  EXPECT_EQ(all_text(f.chunks, 0), "Hi");
+}
+
+// With tools, content before the call goes out while the call is still being written;
+// whitespace before the call waits (message.content is trimmed); the call comes at the end.
+TEST(OpenAIApi, StreamerSendsContentBeforeToolCallsEarly) {
+  const ServedModel m = tiny_model();
+  const ChatRequest treq = chat(m, R"({"messages": [{"role": "user", "content": "x"}], "stream": true,
+      "tools": [{"type": "function", "function": {"name": "add"}}]})");
+  const GenResult t = result(m.tokenizer.encode("Sure, adding.\n<tool_call>\n{\"name\": \"add\", \"arguments\": "
+                                                "{\"a\": 1}}\n</tool_call>"),
+                             FinishReason::kLength);
+  const Fed f = feed(treq, m, {t});
+  EXPECT_EQ(f.before_finish[0], "Sure, adding.");
+  EXPECT_EQ(all_text(f.chunks, 0), "Sure, adding.");
+  const json whole = chat_response(treq, {t}, m, "s-1", 5);
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], "Sure, adding.");
+  int calls = 0;
+  for (const json& c : f.chunks)
+    if (!c["choices"].empty() && c["choices"][0]["delta"].contains("tool_calls")) {
+      ++calls;
+      EXPECT_EQ(c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], "{\"a\":1}");
+    }
+  EXPECT_EQ(calls, 1);
+  // Text that merely looks like a tag prefix goes out once it is not one.
+  const GenResult lt = result(m.tokenizer.encode("a <b> c"), FinishReason::kLength);
+  EXPECT_EQ(feed(treq, m, {lt}).before_finish[0], "a <b> c");
+  // No calls after all: the whole raw text, as the non-streamed content.
+  const GenResult none = result(m.tokenizer.encode("  plain answer  "), FinishReason::kLength);
+  const Fed g = feed(treq, m, {none});
+  EXPECT_EQ(all_text(g.chunks, 0), "  plain answer  ");
+  EXPECT_EQ(chat_response(treq, {none}, m, "s-1", 5)["choices"][0]["message"]["content"], "  plain answer  ");
+}
+
+// /v1/completions streams text_completion chunks: echo first, text deltas, a finish
+// chunk per choice, usage last; deltas concatenate to the non-streamed text.
+TEST(OpenAIApi, CompletionStreamChunks) {
+  const ServedModel m = tiny_model();
+  const CompletionRequest req = parse_completion_request(
+      json::parse(R"({"prompt": ["ab", "c"], "n": 2, "stream": true, "echo": true, "stop": "\n\n",
+                     "stream_options": {"include_usage": true}, "return_token_ids": true})"),
+      m, 0);
+  std::vector<GenResult> rs = {result(m.tokenizer.encode("one\n\ntwo"), FinishReason::kStopString),
+                               result(m.tokenizer.encode("x y z"), FinishReason::kLength),
+                               result(cat(m.tokenizer.encode("q"), {im_end(m)}), FinishReason::kStopToken),
+                               result(m.tokenizer.encode("\xE4\xB8\x96"), FinishReason::kLength)};
+  const Fed f = feed(req, m, rs);
+  const json whole = completion_response(req, rs, m, "s-1", 5);
+  const char* want[] = {"abone", "abx y z", "cq", "c\xE4\xB8\x96"};  // hand-worked: echo + cut text
+  for (size_t i = 0; i < rs.size(); ++i) {
+    EXPECT_EQ(all_text(f.chunks, i), want[i]) << i;
+    EXPECT_EQ(whole["choices"][i]["text"], want[i]) << i;
+  }
+  std::map<size_t, json> last;
+  for (const json& c : f.chunks) {
+    EXPECT_EQ(c["object"], "text_completion");
+    if (!c["choices"].empty() && c["choices"][0]["finish_reason"].is_string())
+      last[c["choices"][0]["index"].get<size_t>()] = c["choices"][0];
+  }
+  ASSERT_EQ(last.size(), 4u);
+  EXPECT_EQ(last[0]["finish_reason"], "stop");
+  EXPECT_EQ(last[0]["stop_reason"], "\n\n");
+  EXPECT_EQ(last[1]["finish_reason"], "length");
+  EXPECT_EQ(last[2]["finish_reason"], "stop");
+  EXPECT_EQ(last[2]["token_ids"], rs[2].token_ids);
+  EXPECT_EQ(last[3]["prompt_token_ids"], m.tokenizer.encode("c"));
+  EXPECT_EQ(last[3]["policy_version"], 7);
+  EXPECT_TRUE(f.chunks.back()["choices"].empty());
+  EXPECT_EQ(f.chunks.back()["usage"]["prompt_tokens"],
+            m.tokenizer.encode("ab").size() + m.tokenizer.encode("c").size());  // once each, not per sample
+  size_t generated = 0;
+  for (const GenResult& r : rs) generated += r.token_ids.size();
+  EXPECT_EQ(f.chunks.back()["usage"]["completion_tokens"], generated);
+}
+
+// A generator that never calls on_token: everything goes out at finish.
+TEST(OpenAIApi, StreamerWithoutTokensSendsAllAtFinish) {
+  const ServedModel m = tiny_model();
+  const ChatRequest req = chat(m, R"({"messages": [{"role": "user", "content": "x"}], "stream": true,
+      "logprobs": true})");
+  const GenResult r = result(m.tokenizer.encode("whole reply"), FinishReason::kLength);
+  Streamer st(req, m, "s-2", 5);
+  st.begin();
+  const std::vector<json> fin = st.finish(0, r);
+  ASSERT_GE(fin.size(), 2u);
+  EXPECT_EQ(fin[0]["choices"][0]["delta"]["content"], "whole reply");
+  EXPECT_EQ(fin[0]["choices"][0]["logprobs"]["content"].size(), r.token_ids.size());
+  EXPECT_EQ(fin.back()["choices"][0]["finish_reason"], "length");
+}
+
 TEST(OpenAIApi, ModelsAndErrorBodies) {
   const ServedModel m = tiny_model();
   const json r = models_response(m);
@@ -526,8 +685,21 @@ class ScriptedGenerator : public Generator {
       if (fail) throw Error("scripted engine failure");
       GenResult r;
       for (size_t i = 0; i < script.size() && static_cast<int>(i) < req.sampling.max_new_tokens; ++i) {
+        if (static_cast<int>(i) == hold_after) {  // streaming tests: wait for the client's word
+          std::unique_lock<std::mutex> lk(mu_);
+          cv_.wait_for(lk, std::chrono::seconds(20), [&] { return released_; });
+        }
+        if (stream_delay_ms > 0 && static_cast<int>(i) >= hold_after)
+          std::this_thread::sleep_for(std::chrono::milliseconds(stream_delay_ms));
         r.token_ids.push_back(script[i]);
         r.logprobs.push_back(-(static_cast<float>(req.sampling.seed) + 1.f + static_cast<float>(i) / 8.f));
+        if (req.on_token && !req.on_token(r.token_ids.back(), r.logprobs.back())) {
+          r.finish = FinishReason::kAborted;
+          aborted_ = true;
+          cv_.notify_all();
+          r.policy_version = 3;
+          return r;
+        }
       }
       r.finish = r.token_ids.size() < script.size() ? FinishReason::kLength : FinishReason::kStopToken;
       r.policy_version = 3;
@@ -535,6 +707,23 @@ class ScriptedGenerator : public Generator {
     });
   }
   int max_context() const override { return kContext; }
+  int hold_after = -1;      // >= 0: before token hold_after, wait for release()
+  int stream_delay_ms = 0;  // pause before each token from hold_after on
+  void rearm() {
+    std::lock_guard<std::mutex> lk(mu_);
+    released_ = false;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool wait_aborted(std::chrono::seconds within) {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, within, [&] { return aborted_; });
+  }
   GenRequest last() {
     std::lock_guard<std::mutex> lk(mu_);
     return last_;
@@ -544,6 +733,8 @@ class ScriptedGenerator : public Generator {
   std::mutex mu_;
   std::condition_variable cv_;
   int submitted_ = 0;
+  bool released_ = false;
+  bool aborted_ = false;
   GenRequest last_;
 };
 
@@ -712,6 +903,79 @@ TEST(OpenAIServer, StreamsServerSentEvents) {
                   "application/json");
   ASSERT_TRUE(w);
   EXPECT_EQ(json::parse(w->body)["choices"][0]["message"]["content"], content);
+}
+
+// POST with the body read as it arrives (fn gets each piece; false hangs up).
+httplib::Result post_streamed(httplib::Client& c, const std::string& path, const std::string& body,
+                              const std::function<bool(const char*, size_t)>& fn) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body;
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [fn](const char* data, size_t n, uint64_t, uint64_t) { return fn(data, n); };
+  return c.send(req);
+}
+
+// Streaming is token by token: the generator holds after 3 tokens until the client
+// has read them, which it can only do if they were sent before generation ended.
+TEST(OpenAIServer, StreamSendsTokensAsTheyAreSampled) {
+  Running s(any_port());
+  const ServedModel m = tiny_model();
+  s.gen.script = cat(cat(m.tokenizer.encode("abc"), m.tokenizer.encode("defgh")), {im_end(m)});
+  s.gen.hold_after = 3;
+  ASSERT_EQ(m.tokenizer.encode("abc").size(), 3u);  // one token per letter in this vocabulary
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    const bool chat = std::string(path) == "/v1/chat/completions";
+    const std::string body = chat ? R"({"messages": [{"role": "user", "content": "hi"}], "stream": true})"
+                                  : R"({"prompt": "hi", "stream": true, "max_tokens": 20})";
+    s.gen.rearm();
+    httplib::Client c = s.client();
+    std::string buf, text;
+    bool released_early = false;
+    auto r = post_streamed(c, path, body, [&](const char* data, size_t n) {
+      buf.append(data, n);
+      for (size_t end; (end = buf.find("\n\n")) != std::string::npos; buf.erase(0, end + 2)) {
+        const std::string ev = buf.substr(6, end - 6);
+        if (ev == "[DONE]") continue;
+        const json j = json::parse(ev);
+        if (j["choices"].empty()) continue;
+        const json& ch = j["choices"][0];
+        if (chat && ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>();
+        if (!chat) text += ch["text"].get<std::string>();
+      }
+      if (!released_early && text == "abc") {  // the first three arrived while generation waits
+        released_early = true;
+        s.gen.release();
+      }
+      return true;
+    });
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path;
+    EXPECT_TRUE(released_early) << path << ": the first tokens did not arrive before generation finished";
+    EXPECT_EQ(text, "abcdefgh") << path;
+    s.gen.release();  // in case the check above failed
+  }
+}
+
+// A client that goes away mid-stream aborts the generation (on_token returns false).
+TEST(OpenAIServer, StreamClientGoneAbortsGeneration) {
+  Running s(any_port());
+  const ServedModel m = tiny_model();
+  TokenIds long_script;
+  for (int i = 0; i < 400; ++i) long_script.push_back(m.tokenizer.encode("z")[0]);
+  s.gen.script = long_script;
+  s.gen.hold_after = 2;
+  s.gen.stream_delay_ms = 10;  // 4 s if nobody aborts
+  httplib::Client c = s.client();
+  int events = 0;
+  auto r = post_streamed(c, "/v1/completions", R"({"prompt": "hi", "stream": true, "max_tokens": 400})",
+                        [&](const char*, size_t) {
+                    if (++events == 1) s.gen.release();
+                    return events < 5;  // hang up after a few chunks
+                  });
+  EXPECT_FALSE(r);  // the client cancelled
+  EXPECT_TRUE(s.gen.wait_aborted(std::chrono::seconds(3))) << "generation went on after the client left";
 }
 
 TEST(OpenAIServer, ToolCallsOverHttp) {

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -138,10 +140,120 @@ struct OpenAIServer::Impl {
     return n;
   }
 
+  // A streamed response: the engine's on_token callbacks feed a Streamer, whose chunks
+  // the HTTP thread writes as they come (server-sent events). A client that goes away
+  // aborts the generation (on_token returns false).
+  struct Stream {
+    Stream(std::shared_ptr<const void> r, Streamer s) : request(std::move(r)), st(std::move(s)) {}
+    std::shared_ptr<const void> request;  // what st points at; destroyed after it
+    std::mutex mu;
+    std::condition_variable cv;
+    Streamer st;
+    struct Token {
+      size_t choice;
+      TokenId id;
+      float logprob;
+    };
+    std::vector<Token> tokens_in;    // from on_token (the engine's thread): kept cheap there
+    std::deque<std::string> events;  // ready to write
+    std::vector<std::future<GenResult>> futures;
+    std::vector<bool> finished;
+    size_t n_finished = 0;
+    int64_t tokens = 0;
+    std::atomic<bool> client_gone{false};
+    Clock::time_point t0;
+    std::string path;
+  };
+
+  static std::string sse(const json& chunk) { return "data: " + dump(chunk) + "\n\n"; }
+
+  // Submits reqs with on_token hooked to the stream, then answers with the event stream.
+  // A request the generator refuses is a 400 before anything is sent.
+  void stream(const httplib::Request& http, httplib::Response& res, std::vector<GenRequest> reqs,
+              std::shared_ptr<const void> request, Streamer st, int64_t prompt_tokens) {
+    auto s = std::make_shared<Stream>(std::move(request), std::move(st));
+    s->t0 = Clock::now();
+    s->path = http.path;
+    s->tokens = prompt_tokens;
+    s->finished.assign(reqs.size(), false);
+    for (const json& c : s->st.begin()) s->events.push_back(sse(c));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      reqs[i].on_token = [s, i](TokenId id, float lp) {
+        {
+          std::lock_guard<std::mutex> lk(s->mu);
+          s->tokens_in.push_back({i, id, lp});
+        }
+        s->cv.notify_all();
+        return !s->client_gone.load();
+      };
+      try {
+        s->futures.push_back(gen.submit(std::move(reqs[i])));
+      } catch (const std::exception& e) {
+        s->client_gone = true;  // abort what was already submitted
+        throw ApiError(400, e.what());
+      }
+    }
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [s](size_t, httplib::DataSink& sink) {
+      std::deque<std::string> out;
+      bool all_done = false;
+      {
+        std::unique_lock<std::mutex> lk(s->mu);
+        s->cv.wait_for(lk, std::chrono::milliseconds(20), [&] { return !s->tokens_in.empty(); });
+        for (const Stream::Token& t : s->tokens_in)
+          for (const json& c : s->st.push(t.choice, t.id, t.logprob)) s->events.push_back(sse(c));
+        s->tokens_in.clear();
+        // Results that are ready: their last chunks (in choice order as they finish).
+        for (size_t i = 0; i < s->futures.size(); ++i) {
+          if (s->finished[i] || s->futures[i].wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+            continue;
+          s->finished[i] = true;
+          ++s->n_finished;
+          try {
+            const GenResult r = s->futures[i].get();
+            s->tokens += static_cast<int64_t>(r.token_ids.size());
+            for (const json& c : s->st.finish(i, r)) s->events.push_back(sse(c));
+          } catch (const std::exception& e) {
+            s->events.push_back(sse(error_body(std::string("generation failed: ") + e.what(), "server_error")));
+          }
+        }
+        all_done = s->n_finished == s->futures.size();
+        if (all_done) {
+          for (const json& c : s->st.end()) s->events.push_back(sse(c));
+          s->events.push_back("data: [DONE]\n\n");
+        }
+        out.swap(s->events);
+      }
+      for (const std::string& e : out) {
+        if (!sink.write(e.data(), e.size())) {  // the client went away: stop generating
+          s->client_gone = true;
+          AGENTR1_LOG(INFO) << "serve: stream on " << s->path << " ended by the client; generation aborted";
+          return false;
+        }
+      }
+      if (all_done) {
+        sink.done();
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - s->t0).count();
+        AGENTR1_LOG(INFO) << "serve: stream on " << s->path << " done: " << s->tokens << " tokens "
+                          << static_cast<int64_t>(ms + 0.5) << " ms";
+      }
+      return true;
+    });
+  }
+
   void completions(const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, [&] {
       const CompletionRequest cr = parse_completion_request(parse_body(req), model, draw_seed());
-      const std::vector<GenRequest> reqs = cr.gen_requests();
+      std::vector<GenRequest> reqs = cr.gen_requests();
+      if (cr.out.stream) {
+        // The streamer points at the request: the stream owns a copy.
+        auto held = std::make_shared<CompletionRequest>(cr);
+        int64_t prompt_tokens = 0;
+        for (const GenRequest& r : reqs) prompt_tokens += static_cast<int64_t>(r.prompt_ids.size());
+        stream_held(req, res, std::move(reqs), held, new_id("cmpl"), prompt_tokens);
+        return int64_t{0};
+      }
       const std::vector<GenResult> results = generate(reqs);
       send_json(res, 200, completion_response(cr, results, model, new_id("cmpl"), now_unix()));
       return count_tokens(reqs, results);
@@ -151,27 +263,25 @@ struct OpenAIServer::Impl {
   void chat(const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, [&] {
       const ChatRequest cr = parse_chat_request(parse_body(req), model, draw_seed());
-      const std::vector<GenRequest> reqs = cr.gen_requests();
-      const std::vector<GenResult> results = generate(reqs);
-      const std::string id = new_id("chatcmpl");
-      if (!cr.out.stream) {
-        send_json(res, 200, chat_response(cr, results, model, id, now_unix()));
-      } else {
-        auto events = std::make_shared<std::vector<std::string>>();
-        for (const json& c : chat_stream_chunks(cr, results, model, id, now_unix()))
-          events->push_back("data: " + dump(c) + "\n\n");
-        events->push_back("data: [DONE]\n\n");
-        res.status = 200;
-        res.set_header("Cache-Control", "no-cache");
-        res.set_chunked_content_provider("text/event-stream", [events](size_t, httplib::DataSink& sink) {
-          for (const std::string& e : *events)
-            if (!sink.write(e.data(), e.size())) return false;  // client gone
-          sink.done();
-          return true;
-        });
+      std::vector<GenRequest> reqs = cr.gen_requests();
+      if (cr.out.stream) {
+        auto held = std::make_shared<ChatRequest>(cr);
+        stream_held(req, res, std::move(reqs), held, new_id("chatcmpl"),
+                    static_cast<int64_t>(cr.prompt.size()) * cr.out.n);
+        return int64_t{0};
       }
+      const std::vector<GenResult> results = generate(reqs);
+      send_json(res, 200, chat_response(cr, results, model, new_id("chatcmpl"), now_unix()));
       return count_tokens(reqs, results);
     });
+  }
+
+  // stream() with the request kept alive as long as the streamer that points at it.
+  template <class Req>
+  void stream_held(const httplib::Request& http, httplib::Response& res, std::vector<GenRequest> reqs,
+                   std::shared_ptr<Req> held, const std::string& id, int64_t prompt_tokens) {
+    Streamer st(*held, model, id, now_unix());
+    stream(http, res, std::move(reqs), held, std::move(st), prompt_tokens);
   }
 
   void update_weights(const httplib::Request& req, httplib::Response& res) {

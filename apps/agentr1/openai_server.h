@@ -12,7 +12,7 @@
 // Routes (bodies: openai_api.h):
 //   GET  /health                      200 {"status": "ok"}
 //   GET  /v1/models                   the served model
-//   POST /v1/completions              text or token-id prompts
+//   POST /v1/completions              text or token-id prompts; stream: true -> SSE
 //   POST /v1/chat/completions         messages through the chat template; stream: true -> SSE
 //   POST /update_weights_from_disk    {"model_path": DIR, "policy_version": V?} -> the
 //                                     WeightUpdater; {"success": true, "message"}, or 400
@@ -26,6 +26,10 @@
 // Concurrency: each connection is served by one of `threads` HTTP threads, which
 // submits its engine requests and waits for them; the engine batches the requests of
 // all connections together (continuous batching). Weight updates are serialised.
+// Streaming: the engine calls each request's on_token as it samples; the chunks
+// (openai_api.h Streamer) queue up and the connection's thread writes them as they come,
+// so the first tokens reach the client while the rest are being generated. A client
+// that disconnects makes on_token return false: the engine aborts its requests.
 #pragma once
 
 #include <functional>

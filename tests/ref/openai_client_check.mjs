@@ -52,6 +52,27 @@ check('completions: 2 prompts x n=2 -> 4 choices, seeds 5,6,5,6', batch.choices.
   JSON.stringify(batch.choices[2].token_ids) === JSON.stringify(c0.token_ids) &&
   JSON.stringify(batch.choices[1].token_ids) === JSON.stringify(batch.choices[3].token_ids));
 
+// Completions streamed: the same seed gives the same text, in several chunks.
+const cstream = await client.completions.create({
+  model: modelName, prompt: 'The answer is', max_tokens: 8, seed: 5, stream: true, stream_options: { include_usage: true },
+});
+let ctext = '';
+let cfinish = null;
+let cchunks = 0;
+let cusage = null;
+for await (const chunk of cstream) {
+  if (chunk.usage) cusage = chunk.usage;
+  for (const ch of chunk.choices) {
+    ctext += ch.text;
+    if (ch.text.length > 0) cchunks += 1;
+    if (ch.finish_reason) cfinish = ch.finish_reason;
+  }
+}
+check('completions stream: text = non-streamed text', ctext === c0.text, `${JSON.stringify(ctext)} vs ${JSON.stringify(c0.text)}`);
+check('completions stream: finish_reason, usage, several chunks', cfinish === c0.finish_reason &&
+  cusage?.completion_tokens === text.usage.completion_tokens && (cchunks > 1 || c0.token_ids.length <= 1),
+  `${cfinish} ${JSON.stringify(cusage)} ${cchunks} chunks`);
+
 // Chat, with tools, non-streaming and streaming with the same seed.
 const tools = [{
   type: 'function',
