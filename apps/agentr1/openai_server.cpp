@@ -14,6 +14,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
+#include "sglang_api.h"
 
 namespace agentr1::serve {
 namespace {
@@ -26,7 +27,8 @@ const std::map<std::string, std::string>& routes() {
                                                        {"/v1/models", "GET"},
                                                        {"/v1/completions", "POST"},
                                                        {"/v1/chat/completions", "POST"},
-                                                       {"/update_weights_from_disk", "POST"}};
+                                                       {"/update_weights_from_disk", "POST"},
+                                                       {"/generate", "POST"}};
   return r;
 }
 
@@ -39,7 +41,7 @@ void send_json(httplib::Response& res, int status, const json& body) {
 }
 
 bool needs_key(const std::string& path) {
-  return path.rfind("/v1/", 0) == 0 || path == "/v1" || path == "/update_weights_from_disk";
+  return path.rfind("/v1/", 0) == 0 || path == "/v1" || path == "/update_weights_from_disk" || path == "/generate";
 }
 
 }  // namespace
@@ -389,6 +391,31 @@ struct OpenAIServer::Impl {
     });
     svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completions(req, res); });
     svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
+    // SGLang's native API (sglang_api.h): rollout.remote.api=sglang against this server.
+    svr.Post("/generate", [this](const httplib::Request& req, httplib::Response& res) {
+      guarded(req, res, [&] {
+        const GenerateRequest gr = parse_generate_request(parse_body(req), model, draw_seed());
+        const std::vector<GenRequest> reqs = gr.gen_requests();
+        const std::vector<GenResult> results = generate(reqs);
+        const std::string id = new_id("gen");
+        if (!gr.stream) {
+          send_json(res, 200, generate_response(gr, results, model, id));
+        } else {
+          auto events = std::make_shared<std::vector<std::string>>();
+          for (const json& c : generate_stream_chunks(gr, results, model, id)) events->push_back("data: " + dump(c) + "\n\n");
+          events->push_back("data: [DONE]\n\n");
+          res.status = 200;
+          res.set_header("Cache-Control", "no-cache");
+          res.set_chunked_content_provider("text/event-stream", [events](size_t, httplib::DataSink& sink) {
+            for (const std::string& e : *events)
+              if (!sink.write(e.data(), e.size())) return false;  // client gone
+            sink.done();
+            return true;
+          });
+        }
+        return count_tokens(reqs, results);
+      });
+    });
     svr.Post("/update_weights_from_disk",
              [this](const httplib::Request& req, httplib::Response& res) { update_weights(req, res); });
   }

@@ -387,7 +387,7 @@ struct RemoteGenerator::Impl {
                {"stop_token_ids", s.stop_token_ids},
                {"skip_special_tokens", false},
                {"no_stop_trim", true},
-               {"ignore_eos", true}};
+               {"ignore_eos", false}};
     if (s.top_k > 0) sp["top_k"] = s.top_k;
     if (!s.stop_strings.empty()) sp["stop"] = s.stop_strings;
     return json{{"input_ids", req.prompt_ids}, {"sampling_params", sp}, {"return_logprob", true}};

@@ -20,7 +20,9 @@
 //     stop string), choices[0].policy_version (agentr1's extension; optional).
 //   api sglang: POST /generate {"input_ids", "sampling_params": {"max_new_tokens",
 //     "temperature", "top_p", "top_k" (only when set), "sampling_seed", "stop_token_ids",
-//     "stop", "skip_special_tokens": false, "no_stop_trim": true, "ignore_eos": true},
+//     "stop", "skip_special_tokens": false, "no_stop_trim": true, "ignore_eos": false},
+//     (SGLang's ignore_eos disables every stop token, stop_token_ids included, so it stays
+//     false: the server then also stops on the model's own eos ids)
 //     "return_logprob": true} -> meta_info.output_token_logprobs ([[logprob, id, text],
 //     ...]), meta_info.finish_reason ({"type": "stop", "matched": id | string} |
 //     {"type": "length"} | {"type": "abort"}), meta_info.policy_version (optional).

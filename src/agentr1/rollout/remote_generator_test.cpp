@@ -339,7 +339,7 @@ TEST(RemoteGenerator, SGLangRequestBodyAndResponse) {
   EXPECT_EQ(sp["stop_token_ids"], json::array({7, 9}));
   EXPECT_EQ(sp["skip_special_tokens"], false);
   EXPECT_EQ(sp["no_stop_trim"], true);
-  EXPECT_EQ(sp["ignore_eos"], true);
+  EXPECT_EQ(sp["ignore_eos"], false);  // SGLang: true would disable stop_token_ids too
   r = gen.submit(request({1})).get();
   EXPECT_EQ(r.finish, FinishReason::kStopString);
   r = gen.submit(request({1})).get();
