@@ -527,10 +527,14 @@ TEST(RLTrainerCrashSafety, RunDirCutsLinesAndDumpsAfterAStep) {
   EXPECT_FALSE(fs::exists(rd.file("trajectories/step_000002.jsonl")));
   EXPECT_FALSE(fs::exists(rd.file("trajectories/val_step_000002.jsonl")));
   EXPECT_TRUE(fs::exists(rd.file("trajectories/notes.txt")));
+  rd.write_text("remote_weights/policy_v000001/config.json", "{}");
+  rd.write_text("my_notes.txt", "mine");
   EXPECT_TRUE(rd.has_run());
   rd.clear_run();
   EXPECT_FALSE(rd.has_run());
   EXPECT_FALSE(fs::exists(rd.file("trajectories")));
+  EXPECT_FALSE(fs::exists(rd.file("remote_weights")));  // a failed start or --overwrite leaves no model copies
+  EXPECT_TRUE(fs::exists(rd.file("my_notes.txt")));
   fs::remove_all(dir);
 }
 

@@ -77,7 +77,8 @@ bool RunDir::has_run() const {
 }
 
 void RunDir::clear_run() const {
-  for (const char* f : {"config.yaml", "metrics.jsonl", "summary.json", "trajectories", "checkpoints"}) {
+  for (const char* f : {"config.yaml", "metrics.jsonl", "summary.json", "trajectories", "checkpoints",
+                        "remote_weights"}) {
     std::error_code ec;
     fs::remove_all(file(f), ec);
     AGENTR1_CHECK(!ec, "cannot remove '" << file(f) << "': " << ec.message());
