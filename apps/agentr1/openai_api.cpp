@@ -10,17 +10,7 @@
 #include "agentr1/text/tool_format.h"
 
 namespace agentr1::serve {
-namespace {
 
-constexpr int kMaxN = 128;             // samples per prompt
-constexpr int kMaxLogprobs = 20;       // vLLM's default cap on logprobs / top_logprobs
-constexpr int64_t kMaxTokens = 1 << 24;
-
-ApiError bad(const std::string& param, const std::string& message, const std::string& code = "") {
-  return ApiError(400, message, param, "invalid_request_error", code);
-}
-
-// The value of `key`, or nullptr when absent or null (OpenAI clients send null for unset).
 const json* field(const json& body, const char* key) {
   auto it = body.find(key);
   return it == body.end() || it->is_null() ? nullptr : &*it;
@@ -34,6 +24,16 @@ std::string type_name(const json& v) {
   if (v.is_array()) return "a list";
   if (v.is_object()) return "an object";
   return "null";
+}
+
+namespace {
+
+constexpr int kMaxN = 128;             // samples per prompt
+constexpr int kMaxLogprobs = 20;       // vLLM's default cap on logprobs / top_logprobs
+constexpr int64_t kMaxTokens = 1 << 24;
+
+ApiError bad(const std::string& param, const std::string& message, const std::string& code = "") {
+  return ApiError(400, message, param, "invalid_request_error", code);
 }
 
 bool get_bool(const json& body, const char* key, bool def) {

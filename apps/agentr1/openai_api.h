@@ -89,6 +89,12 @@ class ApiError : public std::runtime_error {
   std::string code;   // machine-readable code ("" = none)
 };
 
+// Request-body helpers shared by the OpenAI and SGLang wire formats (sglang_api.h):
+// the value of `key`, or nullptr when absent or null (clients send null for unset); and
+// a JSON value's kind for error messages ("an integer", "a list", ...).
+const json* field(const json& body, const char* key);
+std::string type_name(const json& v);
+
 // {"error": {"message", "type", "param", "code"}} (param and code null when empty).
 json error_body(const std::string& message, const std::string& type = "invalid_request_error",
                 const std::string& param = "", const std::string& code = "");

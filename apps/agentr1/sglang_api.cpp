@@ -18,22 +18,6 @@ ApiError bad(const std::string& param, const std::string& message) {
   return ApiError(400, message, param, "invalid_request_error");
 }
 
-// The value of `key`, or nullptr when absent or null (SGLang treats null as unset).
-const json* field(const json& body, const char* key) {
-  auto it = body.find(key);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string type_name(const json& v) {
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "a list";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
 bool as_bool(const json& v, const std::string& name) {
   if (!v.is_boolean()) throw bad(name, "'" + name + "' must be true or false, got " + type_name(v));
   return v.get<bool>();
