@@ -67,6 +67,7 @@ struct ServeOpts {
   std::string api_key;            // empty = no authentication
   std::string dtype = "fp32";     // weights / KV-cache dtype
   std::string tool_format;        // chat tool-call format; empty = the template's own (default_tool_format)
+  bool batch_invariant = true;    // a request's tokens and log-probs do not depend on what it is batched with
 };
 
 std::atomic<int> g_signal{0};
@@ -198,6 +199,7 @@ int run_serve(const ServeOpts& o) {
   eo.max_batch = o.max_batch;
   eo.max_context = served.max_context;
   eo.n_blocks = o.kv_blocks;
+  eo.batch_invariant = o.batch_invariant;
   eo.detokenize = [tok](const TokenIds& ids) { return tok.decode(ids); };
   rollout::Engine engine(m, eo);
   const rollout::EngineStats st = engine.stats();
@@ -268,6 +270,11 @@ agentr1::cli::Registrar reg("serve", "Serve a model over the OpenAI API (complet
   app.add_option("--served-model-name", o->served_model_name, "Model id for clients (default: the model directory's name)");
   app.add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' on /v1/* and /update_weights_from_disk");
   app.add_option("--dtype", o->dtype, "Weights dtype: fp32 | bf16 | fp16")->capture_default_str();
+  app.add_flag("--batch-invariant,!--no-batch-invariant", o->batch_invariant,
+               "A request's tokens and log-probs are the same bit for bit whatever it is batched with, "
+               "cached or not, on any thread count (the engine's batch-invariant kernels; the default). "
+               "--no-batch-invariant: BLAS products, whose rounding depends on the batch")
+      ->capture_default_str();
   app.add_option("--tool-format", o->tool_format,
                  "Tool-call format of chat responses (hermes, llama3_json, deepseek_v3, mistral, gpt_oss); "
                  "default: the chat template's own");

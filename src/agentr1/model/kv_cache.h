@@ -45,6 +45,13 @@ class KVCache {
   // (gathers each row's blocks, materialises [B, heads, T, S] scores; used on devices
   // other than the CPU and by the tests as the reference).
   bool fused_attention = true;
+  // true: every row computed as if alone (row_linear.h's products and silu, whose
+  // per-element arithmetic depends on that element's inputs only), so a row's logits are
+  // the same bit for bit whatever other rows share the forward, whether its prefix came
+  // from the cache or a chunked prefill, and for any thread count. Needs the fused CPU
+  // path (fused_attention on a CPU cache). false: BLAS products, whose rounding depends
+  // on the number of rows (gemv vs gemm) and the split over threads.
+  bool batch_invariant = false;
 
  private:
   int64_t n_blocks_;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -67,6 +68,7 @@ TEST(KVCacheTest, LongPromptPrefillsInBoundedMemoryAndEqualsChunkedPrefill) {
 struct PathArch {
   Arch arch;
   bool fused;
+  bool invariant = false;  // the batch-invariant products (row_linear.h) on the fused path
 };
 
 class KVCacheArchTest : public ::testing::TestWithParam<PathArch> {};
@@ -79,6 +81,7 @@ TEST_P(KVCacheArchTest, PrefillThenDecodeEqualsFullForward) {
   at::Tensor full = m->forward(ids.unsqueeze(0))[0];  // [T,V]
   KVCache cache(m->config(), /*n_blocks=*/9, /*block_size=*/4, at::kFloat, at::kCPU);
   cache.fused_attention = GetParam().fused;
+  cache.batch_invariant = GetParam().invariant;
   const std::vector<int32_t> table = {5, 2, 7, 0, 8, 3};  // 24 positions, scattered
   at::Tensor first = m->forward_cached(ids.narrow(0, 0, P), {CachedRow{0, P, &table}}, cache);  // [1,V]
   double worst = max_abs(first[0], full[P - 1]);
@@ -87,7 +90,7 @@ TEST_P(KVCacheArchTest, PrefillThenDecodeEqualsFullForward) {
     worst = std::max(worst, max_abs(lg[0], full[t]));
   }
   std::printf("[kv] %s %s prefill+decode max_abs_diff %.3e\n", arch_name(GetParam().arch),
-              GetParam().fused ? "fused" : "tensor", worst);
+              GetParam().invariant ? "invariant" : GetParam().fused ? "fused" : "tensor", worst);
   EXPECT_LE(worst, kTol);
   EXPECT_GT(full.std().item<double>(), 0.5);  // logits are not flat
 }
@@ -101,6 +104,7 @@ TEST_P(KVCacheArchTest, MixedRowsInOneCall) {
   at::Tensor seqs = random_ids(3, 20, V, 5);  // three sequences of 20 tokens
   KVCache cache(m->config(), 16, 4, at::kFloat, at::kCPU);
   cache.fused_attention = GetParam().fused;
+  cache.batch_invariant = GetParam().invariant;
   const std::vector<std::vector<int32_t>> tables = {{3, 9, 1, 12}, {0, 15, 4}, {7, 2}};
   const std::vector<int64_t> have = {12, 5, 0};  // cached before the mixed call
   for (int r = 0; r < 2; ++r)
@@ -129,7 +133,7 @@ TEST_P(KVCacheArchTest, MixedRowsInOneCall) {
     worst = std::max(worst, max_abs(lg2[r], full));
   }
   std::printf("[kv] %s %s mixed rows max_abs_diff %.3e\n", arch_name(GetParam().arch),
-              GetParam().fused ? "fused" : "tensor", worst);
+              GetParam().invariant ? "invariant" : GetParam().fused ? "fused" : "tensor", worst);
   EXPECT_LE(worst, kTol);
 }
 
@@ -145,6 +149,7 @@ TEST_P(KVCacheArchTest, SharedBlocksAndCopyOnWrite) {
   c.narrow(0, 10, 6).copy_(random_ids(1, 6, V, 10)[0]);  // shares 10: 2 full blocks + 2 of the third
   KVCache cache(m->config(), 12, 4, at::kFloat, at::kCPU);
   cache.fused_attention = GetParam().fused;
+  cache.batch_invariant = GetParam().invariant;
   const std::vector<int32_t> ta = {4, 6, 1, 9}, tb = {4, 6, 0, 2}, tc = {4, 6, 11, 3};
   m->forward_cached(a.narrow(0, 0, 11), {CachedRow{0, 11, &ta}}, cache);
   cache.copy_block(/*src=*/1, /*dst=*/11, /*n=*/2);  // c's third block: a's positions 8, 9
@@ -159,10 +164,108 @@ TEST_P(KVCacheArchTest, SharedBlocksAndCopyOnWrite) {
 INSTANTIATE_TEST_SUITE_P(Archs, KVCacheArchTest,
                          ::testing::Values(PathArch{Arch::kQwen2, true}, PathArch{Arch::kQwen3, true},
                                            PathArch{Arch::kLlama, true}, PathArch{Arch::kQwen2, false},
-                                           PathArch{Arch::kQwen3, false}, PathArch{Arch::kLlama, false}),
+                                           PathArch{Arch::kQwen3, false}, PathArch{Arch::kLlama, false},
+                                           PathArch{Arch::kQwen2, true, true}, PathArch{Arch::kQwen3, true, true},
+                                           PathArch{Arch::kLlama, true, true}),
                          [](const auto& info) {
-                           return std::string(arch_name(info.param.arch)) + (info.param.fused ? "_fused" : "_tensor");
+                           return std::string(arch_name(info.param.arch)) +
+                                  (info.param.invariant ? "_invariant" : info.param.fused ? "_fused" : "_tensor");
                          });
+
+// batch_invariant at the forward_cached level (no engine, no timing): one row's logits,
+// prefill then 6 decode steps, are the same bits alone, inside calls with 63 other rows
+// (prefill and decode), with its prompt prefilled in chunks of 5, with its first 16
+// positions read from blocks another row wrote, and on a 2-thread SpinPool. The widths
+// are not multiples of 8 (hidden 60, intermediate 100, head_dim 10: vector tails
+// everywhere), for fp32 and bf16 and each arch.
+TEST(KVCacheTest, BatchInvariantRowIsTheSameBitsWhateverTheCall) {
+  at::NoGradGuard ng;
+  for (Arch arch : {Arch::kQwen2, Arch::kQwen3, Arch::kLlama})
+    for (at::ScalarType dt : {at::kFloat, at::kBFloat16}) {
+      ModelConfig c = tiny_config(arch);
+      c.hidden_size = 60;
+      c.intermediate_size = 100;
+      c.num_attention_heads = 6;
+      c.num_key_value_heads = 2;
+      c.head_dim = 10;
+      Transformer m = spicy_model(c, 13);
+      m->to(dt);
+      const int64_t V = c.vocab_size, P = 21, T = 27, bs = 4, per = (T + bs - 1) / bs;  // 7 blocks a row
+      const at::Tensor ids = random_ids(1, T, V, 5)[0];
+      const at::Tensor others = random_ids(63, T, V, 6);
+      auto same_bits = [](const at::Tensor& a, const at::Tensor& b) {
+        return a.sizes() == b.sizes() && std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()) == 0;
+      };
+      // Logits of the target row: after its prompt, then after each of the next 6 tokens.
+      // mode 0 alone, 1 with 63 others, 2 chunked prefill, 3 prefix from another row's
+      // blocks, 4 alone on a 2-thread pool.
+      auto run = [&](int mode) {
+        KVCache cache(c, 64 * per + per, bs, dt, at::kCPU);
+        cache.batch_invariant = true;
+        SpinPool pool(2);
+        SpinPool* pp = mode == 4 ? &pool : nullptr;
+        std::vector<std::vector<int32_t>> tables(64);
+        for (int r = 0; r < 64; ++r)
+          for (int64_t b = 0; b < per; ++b) tables[r].push_back(static_cast<int32_t>(r * per + b));
+        std::vector<at::Tensor> out;
+        const std::vector<int32_t>& tt = tables[0];
+        if (mode == 1) {  // the target is row 17 of 64; the others' prompts have other lengths
+          std::vector<CachedRow> rows;
+          std::vector<at::Tensor> parts;
+          tables[17].swap(tables[0]);  // the target (row 17) writes blocks 0..6, as alone
+          for (int r = 0; r < 64; ++r) {
+            const int64_t len = r == 17 ? P : 3 + (r * 7) % 19;
+            rows.push_back({0, len, &tables[r]});
+            parts.push_back(r == 17 ? ids.narrow(0, 0, P) : others[r % 63].narrow(0, 0, len));
+          }
+          out.push_back(m->forward_cached(at::cat(parts), rows, cache)[17].clone());
+          for (int64_t t = P; t < T - 1; ++t) {
+            std::vector<CachedRow> drows;
+            std::vector<int64_t> dids;
+            for (int r = 0; r < 64; ++r) {
+              const int64_t len = r == 17 ? t : 3 + (r * 7) % 19 + (t - P);
+              drows.push_back({len, 1, &tables[r]});
+              dids.push_back(r == 17 ? ids[t].item<int64_t>() : others[r % 63][len].item<int64_t>());
+            }
+            out.push_back(m->forward_cached(at::tensor(dids), drows, cache)[17].clone());
+          }
+          return out;
+        }
+        if (mode == 2) {
+          at::Tensor last;
+          for (int64_t s0 = 0; s0 < P; s0 += 5) {
+            const int64_t n = std::min<int64_t>(5, P - s0);
+            last = m->forward_cached(ids.narrow(0, s0, n), {CachedRow{s0, n, &tt}}, cache);
+          }
+          out.push_back(last[0].clone());
+        } else if (mode == 3) {
+          // Another row (table 1) computes the same first 16 tokens plus its own; the
+          // target shares its 4 full blocks and computes positions 16..20 itself.
+          at::Tensor other = ids.narrow(0, 0, 16).clone();
+          m->forward_cached(at::cat({other, others[0].narrow(0, 0, 3)}), {CachedRow{0, 19, &tables[1]}}, cache);
+          std::vector<int32_t> shared(tables[1].begin(), tables[1].begin() + 4);
+          shared.insert(shared.end(), tt.begin() + 4, tt.end());
+          tables[0] = shared;
+          out.push_back(m->forward_cached(ids.narrow(0, 16, P - 16), {CachedRow{16, P - 16, &tables[0]}}, cache)[0].clone());
+        } else {
+          out.push_back(m->forward_cached(ids.narrow(0, 0, P), {CachedRow{0, P, &tt}}, cache, pp)[0].clone());
+        }
+        for (int64_t t = P; t < T - 1; ++t)
+          out.push_back(m->forward_cached(ids.narrow(0, t, 1), {CachedRow{t, 1, &tables[0]}}, cache, pp)[0].clone());
+        return out;
+      };
+      const std::vector<at::Tensor> ref = run(0);
+      ASSERT_EQ(ref.size(), 6u);
+      for (int mode = 1; mode <= 4; ++mode) {
+        const std::vector<at::Tensor> got = run(mode);
+        ASSERT_EQ(got.size(), ref.size());
+        for (size_t i = 0; i < ref.size(); ++i)
+          EXPECT_TRUE(same_bits(got[i], ref[i])) << arch_name(arch) << " " << c10::toString(dt) << " mode " << mode
+                                                 << " step " << i << ": max diff "
+                                                 << (got[i] - ref[i]).abs().max().item<double>();
+      }
+    }
+}
 
 TEST(KVCacheTest, Bf16CacheMatchesBf16Forward) {
   at::NoGradGuard ng;
@@ -172,13 +275,15 @@ TEST(KVCacheTest, Bf16CacheMatchesBf16Forward) {
     at::Tensor ids = random_ids(1, 10, m->config().vocab_size, 1)[0];
     const std::vector<int32_t> table = {2, 0, 1};
     at::Tensor full = m->forward(ids.unsqueeze(0))[0][9];
-    for (bool fused : {true, false}) {
+    for (int mode : {0, 1, 2}) {  // fused, tensor, fused + batch-invariant
+      const bool fused = mode != 1;
       KVCache cache(m->config(), 3, 4, at::kBFloat16, at::kCPU);
       cache.fused_attention = fused;
+      cache.batch_invariant = mode == 2;
       at::Tensor lg = m->forward_cached(ids, {CachedRow{0, 10, &table}}, cache);
       EXPECT_EQ(lg.scalar_type(), at::kFloat);
       // Same math; bf16 rounding differs where the fused kernel keeps float (q, scores).
-      EXPECT_LE(max_abs(lg[0], full), 0.25) << arch_name(arch) << (fused ? " fused" : " tensor");
+      EXPECT_LE(max_abs(lg[0], full), 0.25) << arch_name(arch) << " mode " << mode;
     }
   }
 }
@@ -209,6 +314,11 @@ TEST(KVCacheTest, ErrorsNameTheProblem) {
   KVCache wrong(m->config(), 2, 4, at::kBFloat16, at::kCPU);
   expect_error([&] { m->forward_cached(ids.narrow(0, 0, 4), {CachedRow{0, 4, &t0}}, wrong); }, "model's dtype");
   expect_error([&] { cache.copy_block(0, 1, 5); }, "n 5");
+  KVCache unfused(m->config(), 2, 4, at::kFloat, at::kCPU);
+  unfused.fused_attention = false;
+  unfused.batch_invariant = true;
+  expect_error([&] { m->forward_cached(ids.narrow(0, 0, 4), {CachedRow{0, 4, &t0}}, unfused); },
+               "batch_invariant needs the fused CPU kernels");
   EXPECT_THROW(KVCache(m->config(), 0, 8, at::kFloat, at::kCPU), Error);
   // Two rows may read the same full block while writing their own.
   const std::vector<int32_t> ra = {0, 1}, rb = {0, 2};

@@ -14,6 +14,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/model/paged_attention.h"
+#include "agentr1/model/row_linear.h"
 
 namespace agentr1::model {
 
@@ -435,10 +436,27 @@ std::pair<at::Tensor, at::Tensor> TransformerImpl::rope_table(int64_t n) {
   std::lock_guard<std::mutex> lk(impl_->rope_mu);
   if (!impl_->rope_cos.defined() || impl_->rope_cos.size(0) < n) {
     const int64_t len = std::max<int64_t>(n, impl_->rope_cos.defined() ? 2 * impl_->rope_cos.size(0) : 256);
-    const at::Tensor pos = at::arange(len, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);  // [1,len]
-    auto [c, s] = impl_->rope(cfg_, pos, at::kFloat);                                         // [1,1,len,hd]
-    impl_->rope_cos = c[0][0].contiguous();
-    impl_->rope_sin = s[0][0].contiguous();
+    // The angles as the tensor path forms them (fp32 inv_freq, position x inv_freq in
+    // fp32), their cos/sin by the scalar libm routines element by element: a position's
+    // entry is then the same whatever length the table had when it was filled (a
+    // vectorised cos may round the tail of a chunk differently), which batch-invariant
+    // decoding relies on.
+    const int64_t hd = cfg_.head_dim, half = hd / 2;
+    const at::Tensor exponent = at::arange(0, hd, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / hd;
+    const at::Tensor inv_freq = at::pow(cfg_.rope_theta, exponent).reciprocal().contiguous();  // [hd/2]
+    const float* inv = inv_freq.data_ptr<float>();
+    at::Tensor c = at::empty({len, hd}, at::TensorOptions().dtype(at::kFloat));
+    at::Tensor sn = at::empty({len, hd}, at::TensorOptions().dtype(at::kFloat));
+    float* cp = c.data_ptr<float>();
+    float* sp = sn.data_ptr<float>();
+    for (int64_t p = 0; p < len; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = static_cast<float>(p) * inv[i];
+        cp[p * hd + i] = cp[p * hd + half + i] = std::cos(a);
+        sp[p * hd + i] = sp[p * hd + half + i] = std::sin(a);
+      }
+    impl_->rope_cos = c;
+    impl_->rope_sin = sn;
   }
   return {impl_->rope_cos, impl_->rope_sin};
 }
@@ -466,29 +484,40 @@ at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vec
   const double eps = cfg_.rms_norm_eps;
   const auto& layers = impl_->body->layer_ptrs;
 
+  AGENTR1_CHECK(!cache.batch_invariant || (cache.fused_attention && dev.is_cpu()),
+                "forward_cached: batch_invariant needs the fused CPU kernels (a CPU cache with fused_attention), got "
+                    << (dev.is_cpu() ? "fused_attention false" : "a cache on " + dev.str()));
   if (cache.fused_attention && dev.is_cpu()) {
+    // The products: BLAS by default; row_linear's fixed per-element order when invariant.
+    const bool inv = cache.batch_invariant;
+    auto lin = [&](const at::Tensor& in, const at::Tensor& wt, const at::Tensor& bias) {
+      return inv ? detail::row_linear(in, wt, bias, pool) : linear_rows(in, wt, bias, pool);
+    };
     auto [cos, sin] = rope_table(L.max_pos);
     for (size_t l = 0; l < layers.size(); ++l) {
       DecoderLayerImpl& layer = *layers[l];
       AttentionImpl& a = *layer.self_attn;
       at::Tensor h = detail::rms_norm_rows(x, layer.input_layernorm->weight, eps);
-      at::Tensor q = linear_rows(h, a.q_proj->weight, a.q_proj->bias, pool);
-      at::Tensor k = linear_rows(h, a.k_proj->weight, a.k_proj->bias, pool);
-      at::Tensor v = linear_rows(h, a.v_proj->weight, a.v_proj->bias, pool);
+      at::Tensor q = lin(h, a.q_proj->weight, a.q_proj->bias);
+      at::Tensor k = lin(h, a.k_proj->weight, a.k_proj->bias);
+      at::Tensor v = lin(h, a.v_proj->weight, a.v_proj->bias);
       at::Tensor o = detail::paged_attention(q, k, v, a.q_norm ? a.q_norm->weight : at::Tensor(),
                                              a.k_norm ? a.k_norm->weight : at::Tensor(), eps, cos, sin,
                                              cache.k(static_cast<int64_t>(l)), cache.v(static_cast<int64_t>(l)), L,
                                              a.n_heads, a.n_kv, a.head_dim, pool);
-      x = x + linear_rows(o, a.o_proj->weight, {}, pool);
+      x = x + lin(o, a.o_proj->weight, {});
       MLPImpl& mlp = *layer.mlp;
       h = detail::rms_norm_rows(x, layer.post_attention_layernorm->weight, eps);
-      at::Tensor g = linear_rows(h, mlp.gate_proj->weight, {}, pool);
-      at::silu_(g).mul_(linear_rows(h, mlp.up_proj->weight, {}, pool));
-      x = x + linear_rows(g, mlp.down_proj->weight, {}, pool);
+      at::Tensor g = lin(h, mlp.gate_proj->weight, {});
+      if (inv)
+        detail::silu_mul_rows_(g, lin(h, mlp.up_proj->weight, {}), pool);
+      else
+        at::silu_(g).mul_(linear_rows(h, mlp.up_proj->weight, {}, pool));
+      x = x + lin(g, mlp.down_proj->weight, {});
     }
     at::Tensor hl = x.index_select(0, at::from_blob(last.data(), {B}, lopts).clone());  // [B,H]
     const at::Tensor& head = impl_->lm_head ? impl_->lm_head->weight : impl_->body->embed_tokens->weight;
-    return linear_rows(detail::rms_norm_rows(hl, impl_->body->norm->weight, eps), head, {}, pool).to(at::kFloat);
+    return lin(detail::rms_norm_rows(hl, impl_->body->norm->weight, eps), head, {}).to(at::kFloat);
   }
 
   // Portable tensor path: gather each row's blocks, attend with a [B,T,S] mask.

@@ -66,6 +66,12 @@ EngineOptions resolve(EngineOptions o, model::Transformer& m) {
                                           << c10::toString(model_dtype)
                                           << "); the model computes attention in its own dtype: "
                                              "leave kv_dtype unset or load the model in that dtype");
+  if (o.batch_invariant && !params.front().device().is_cpu()) {
+    AGENTR1_LOG(WARN) << "rollout engine: batch_invariant is on but the model is on " << params.front().device()
+                      << ", and the batch-invariant kernels run on the CPU only: turned off (outputs may depend on "
+                         "batching in the last bits; set rollout.batch_invariant=false to silence this)";
+    o.batch_invariant = false;
+  }
   return o;
 }
 
@@ -90,13 +96,15 @@ Engine::Engine(model::Transformer model, EngineOptions options)
       device_(model_device(model_)),
       cache_(model_->config(), options_.n_blocks, options_.block_size, *options_.kv_dtype, device_),
       pool_(options_.n_blocks, options_.block_size, options_.prefix_cache) {
+  cache_.batch_invariant = options_.batch_invariant;
   stats_.kv_blocks = options_.n_blocks;
   stats_.kv_block_bytes = static_cast<int64_t>(cache_.bytes() / static_cast<size_t>(options_.n_blocks));
   AGENTR1_LOG(INFO) << "rollout engine: max_batch " << options_.max_batch << ", max_context "
                     << options_.max_context << ", " << options_.n_blocks << " KV blocks x "
                     << options_.block_size << " positions ("
                     << cache_.bytes() / (1024.0 * 1024.0) << " MiB, " << c10::toString(*options_.kv_dtype)
-                    << "), prefix cache " << (options_.prefix_cache ? "on" : "off");
+                    << "), prefix cache " << (options_.prefix_cache ? "on" : "off")
+                    << (options_.batch_invariant ? ", batch-invariant" : "");
   // OpenMP keeps a thread count per OS thread: the worker uses its creator's
   // (at::set_num_threads), not the library default of one per core.
   // The worker computes with its creator's thread count (at::get_num_threads()): on

@@ -29,8 +29,10 @@
 //      its stop conditions; finished sequences leave the batch and release their blocks
 //      (kept as prefix cache when enabled, evicted least recently used when needed) and
 //      fulfil their future.
-// Outputs do not depend on batch composition beyond floating-point reduction order:
-// each request samples from its own RNG.
+// Each request samples from its own RNG. With batch_invariant, a request's outputs do
+// not depend on batch composition, cache state, prefill chunking or thread count at all
+// (bit for bit, on one machine); without it they do only through floating-point
+// reduction order (BLAS picks gemv or gemm by the number of rows).
 //
 // Stop conditions, checked after each sampled token, first match wins:
 //   a stop token id (kept in the output)                   -> kStopToken
@@ -77,6 +79,13 @@ struct EngineOptions {
   int prefill_chunk = 512;   // max prompt tokens computed per iteration (chunked prefill:
                              // bounds how long running sequences wait for a long prompt), >= 1
   std::optional<at::ScalarType> kv_dtype;  // KV-cache dtype; unset = the model's weights' dtype
+  bool batch_invariant = true;   // every request computed as if alone: its tokens and log-probs
+                                 // are the same bit for bit whatever it is batched with, whether
+                                 // its prefix was cached, how its prompt was chunked and how many
+                                 // threads run (model::KVCache::batch_invariant). CPU only: on other
+                                 // devices it is turned off with a warning. Cost measured by
+                                 // bench/batch_invariant_bench (bench/README.md); false = BLAS
+                                 // products, whose rounding depends on the batch
   int nice = 0;              // > 0: the worker (and its helpers) run at this lower
                              // scheduling priority (1..19), so a learner computing beside
                              // an asynchronous engine keeps the cores it wants

@@ -110,6 +110,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   eo.max_batch = c.rollout.max_batch;
   eo.max_context = c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens;
   eo.prefix_cache = c.rollout.prefix_cache;
+  eo.batch_invariant = c.rollout.batch_invariant;
   eo.block_size = c.rollout.kv_block_size;
   eo.n_blocks = c.rollout.kv_blocks;
   const text::Tokenizer* tok = tokenizer_.get();

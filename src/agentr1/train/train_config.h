@@ -66,6 +66,9 @@ struct RolloutConfig {
   int n = 8;                      // trajectories per prompt (GRPO group size)
   int max_batch = 64;             // engine: sequences decoded together
   bool prefix_cache = true;       // engine: reuse KV of shared prefixes
+  bool batch_invariant = true;    // engine: every sequence computed as if alone, so its tokens and
+                                  // log-probs are bit-identical whatever it is batched with
+                                  // (rollout::EngineOptions::batch_invariant; false = BLAS products)
   int kv_block_size = 16;         // engine: KV-cache positions per block
   int kv_blocks = 0;              // engine: KV-cache blocks; 0 = max_batch full-context
                                   // sequences (twice that with prefix_cache)
@@ -104,6 +107,8 @@ struct RolloutConfig {
     v.field("n", n, "trajectories per prompt (GRPO group size)");
     v.field("max_batch", max_batch, "engine: sequences decoded together");
     v.field("prefix_cache", prefix_cache, "engine: reuse keys/values of shared prefixes");
+    v.field("batch_invariant", batch_invariant,
+            "engine: tokens and log-probs bit-identical whatever a sequence is batched with (CPU)");
     v.field("kv_block_size", kv_block_size, "engine: KV-cache positions per block");
     v.field("kv_blocks", kv_blocks, "engine: KV-cache blocks; 0 = enough for max_batch full-context sequences");
     v.field("val_k", val_k, "validation mean@k: samples per held-out prompt (0 = skip)");

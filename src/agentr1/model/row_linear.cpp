@@ -1,0 +1,329 @@
+#include "agentr1/model/row_linear.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
+
+// The AVX2 kernel relies on GCC's `#pragma GCC target` (clang ignores it): other
+// compilers and CPUs get the portable kernel, which computes the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define AGENTR1_ROW_LINEAR_AVX2 1
+#else
+#define AGENTR1_ROW_LINEAR_AVX2 0
+#endif
+
+namespace agentr1::model::detail {
+
+namespace {
+
+constexpr int kLanes = 8;     // fp32 partial sums per dot product (the contract)
+constexpr int kTileRows = 4;  // rows of x per register tile (the last 1-3 rows of a call: smaller tiles)
+// Output columns per register tile of R rows: R x C accumulators plus the loads fit the 16
+// ymm registers, and one row gets 8 independent FMA chains (latency 4, two units).
+constexpr int cols_for(int rows) { return rows == 1 ? 8 : rows == 2 ? 6 : rows == 3 ? 4 : 3; }
+constexpr int kMaxTileCols = 8;
+constexpr int kTileOut = 12;   // max over R of R x cols_for(R)
+constexpr int kColUnit = 24;   // lcm of the widths: threads get whole tiles of every shape
+// Work below this many multiply-adds runs on the calling thread (a parallel region costs
+// more than it saves; the same threshold as paged_attention's grains).
+constexpr int64_t kSerialMacs = int64_t{1} << 17;
+
+// Exact widening of one stored value to fp32.
+inline float widen(float v) { return v; }
+inline float widen(c10::BFloat16 v) { return static_cast<float>(v); }
+inline float widen(c10::Half v) { return static_cast<float>(v); }
+
+// The fixed reduction of the lanes.
+inline float sum_lanes(const float* a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
+
+// One element by the definition in row_linear.h (no bias).
+template <typename W>
+float dot_portable(const float* x, const W* w, int64_t K) {
+  const int64_t K8 = K - K % kLanes;
+  float a[kLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t k = 0; k < K8; k += kLanes)
+    for (int u = 0; u < kLanes; ++u) a[u] = std::fma(x[k + u], widen(w[k + u]), a[u]);
+  float s = sum_lanes(a);
+  for (int64_t k = K8; k < K; ++k) s = std::fma(x[k], widen(w[k]), s);
+  return s;
+}
+
+// out[r * cc + c] = dot(x row r, w row c) for r < rr, c < cc; x and w rows have
+// stride K.
+template <typename W>
+using TileFn = void (*)(const float* x, const W* w, int64_t K, float* out);
+
+template <typename W>
+void tile_portable(const float* x, const W* w, int64_t K, float* out, int rr, int cc) {
+  for (int r = 0; r < rr; ++r)
+    for (int c = 0; c < cc; ++c) out[r * cc + c] = dot_portable(x + r * K, w + c * K, K);
+}
+
+#if AGENTR1_ROW_LINEAR_AVX2
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const c10::BFloat16* p) {  // bf16 -> fp32: the 16 bits moved up, exact
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline __m256 load8(const c10::Half* p) {  // fp16 -> fp32, exact
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// R x C register tile: the same fused multiply-adds, lane by lane, as dot_portable.
+template <int R, int C, typename W>
+void tile_avx2(const float* x, const W* w, int64_t K, float* out) {
+  const int64_t K8 = K - K % kLanes;
+  // The r/c loops are unrolled so that the accumulators live in registers.
+  __m256 acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K8; k += kLanes) {
+    // Keep the shorter side's vectors in registers and stream the longer side's: R x C
+    // accumulators + min(R, C) + 1 fit the 16 ymm registers for every tile shape.
+    if constexpr (R >= C) {
+      __m256 wv[C];
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) wv[c] = load8(w + c * K + k);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256 xv = _mm256_loadu_ps(x + r * K + k);
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
+      }
+    } else {
+      __m256 xv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(x + r * K + k);
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const __m256 wv = load8(w + c * K + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(xv[r], wv, acc[r][c]);
+      }
+    }
+  }
+  // sum_lanes of four accumulators at once: hadd(hadd(a, b), hadd(c, d)) holds
+  // (l0+l1)+(l2+l3) of a..d in its low half and (l4+l5)+(l6+l7) in its high half, and
+  // low + high is sum_lanes' last addition (each addition commutes exactly).
+  constexpr int n = R * C;
+  alignas(16) float sums[((n + 3) / 4) * 4];
+#pragma GCC unroll 8
+  for (int i = 0; i < n; i += 4) {
+    const __m256 z = _mm256_setzero_ps();
+    const __m256 a = acc[i / C][i % C];
+    const __m256 b = i + 1 < n ? acc[(i + 1) / C][(i + 1) % C] : z;
+    const __m256 c = i + 2 < n ? acc[(i + 2) / C][(i + 2) % C] : z;
+    const __m256 d = i + 3 < n ? acc[(i + 3) / C][(i + 3) % C] : z;
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_store_ps(sums + i, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      float s = sums[r * C + c];
+      for (int64_t k = K8; k < K; ++k) s = std::fma(x[r * K + k], widen(w[c * K + k]), s);
+      out[r * C + c] = s;
+    }
+}
+
+#pragma GCC pop_options
+
+template <typename W>
+TileFn<W> avx2_tile(int rr, int cc) {
+  static const TileFn<W> table[kTileRows][kMaxTileCols] = {
+      {tile_avx2<1, 1, W>, tile_avx2<1, 2, W>, tile_avx2<1, 3, W>, tile_avx2<1, 4, W>, tile_avx2<1, 5, W>,
+       tile_avx2<1, 6, W>, tile_avx2<1, 7, W>, tile_avx2<1, 8, W>},
+      {tile_avx2<2, 1, W>, tile_avx2<2, 2, W>, tile_avx2<2, 3, W>, tile_avx2<2, 4, W>, tile_avx2<2, 5, W>,
+       tile_avx2<2, 6, W>, nullptr, nullptr},
+      {tile_avx2<3, 1, W>, tile_avx2<3, 2, W>, tile_avx2<3, 3, W>, tile_avx2<3, 4, W>, nullptr, nullptr, nullptr,
+       nullptr},
+      {tile_avx2<4, 1, W>, tile_avx2<4, 2, W>, tile_avx2<4, 3, W>, nullptr, nullptr, nullptr, nullptr, nullptr},
+  };
+  return table[rr - 1][cc - 1];
+}
+
+bool cpu_has_avx2_fma() {
+  static const bool has = [] {
+    const bool h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (!h) {
+      AGENTR1_LOG(WARN) << "row_linear: this CPU lacks AVX2/FMA/F16C; the batch-invariant products run the portable "
+                           "kernel (same results, several times slower; HINT: rollout.batch_invariant=false)";
+    }
+    return h;
+  }();
+  return has;
+}
+#else
+bool cpu_has_avx2_fma() {
+  static const bool warned = [] {
+    AGENTR1_LOG(WARN) << "row_linear: built without the AVX2 kernel (not x86-64 GCC); the batch-invariant products "
+                         "run the portable kernel (same results, several times slower; HINT: "
+                         "rollout.batch_invariant=false)";
+    return true;
+  }();
+  (void)warned;
+  return false;
+}
+#endif
+
+// y[:, o0:o1) for all N rows. Rows are taken in blocks whose x slice stays in the L2
+// cache while every column tile of the range passes over it; within a block, groups of
+// kTileRows rows, then the last 1-3 rows with wider tiles.
+//   x [N,K] fp32, w [O,K], b [O] or null, y [N,O] (row-major, contiguous)
+template <typename T>
+void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y, int64_t O, int64_t o0,
+             int64_t o1, bool vector) {
+  const int64_t row_block =
+      std::max<int64_t>(kTileRows, (int64_t{256} * 1024 / (K * 4)) / kTileRows * kTileRows);
+  float tile[kTileOut];
+  // Rows [r, r + rr) x columns [o, o + cc), one register tile, into y (+ bias).
+  auto one_tile = [&](int64_t r, int rr, int64_t o, int cc) {
+#if AGENTR1_ROW_LINEAR_AVX2
+    if (vector)
+      avx2_tile<T>(rr, cc)(x + r * K, w + o * K, K, tile);
+    else
+#endif
+      tile_portable(x + r * K, w + o * K, K, tile, rr, cc);
+    for (int i = 0; i < rr; ++i)
+      for (int j = 0; j < cc; ++j) {
+        float s = tile[i * cc + j];
+        if (b != nullptr) s += widen(b[o + j]);
+        y[(r + i) * O + o + j] = static_cast<T>(s);
+      }
+  };
+  for (int64_t r0 = 0; r0 < N; r0 += row_block) {
+    const int64_t r1 = std::min(N, r0 + row_block);
+    const int64_t full = r0 + (r1 - r0) / kTileRows * kTileRows;
+    const int cw = cols_for(kTileRows);
+    for (int64_t o = o0; o < o1; o += cw) {
+      const int cc = static_cast<int>(std::min<int64_t>(cw, o1 - o));
+      for (int64_t r = r0; r < full; r += kTileRows) one_tile(r, kTileRows, o, cc);
+    }
+    if (full < r1) {
+      const int rr = static_cast<int>(r1 - full), rw = cols_for(rr);
+      for (int64_t o = o0; o < o1; o += rw) one_tile(full, rr, o, static_cast<int>(std::min<int64_t>(rw, o1 - o)));
+    }
+  }
+  (void)vector;
+}
+
+// x [N,K], w [O,K], b [O] or undefined -> [N,O]; vector: the AVX2 tiles; parallel: split
+// the columns over threads.
+template <typename T>
+at::Tensor row_linear_impl(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool,
+                           bool vector, bool parallel) {
+  const int64_t N = x.size(0), K = x.size(1), O = w.size(0);
+  at::Tensor y = at::empty({N, O}, x.options());
+  const T* xp = x.data_ptr<T>();
+  std::vector<float> xbuf;
+  const float* xf = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    xf = xp;
+  } else {  // widened once, not once per column tile
+    xbuf.resize(static_cast<size_t>(N * K));
+    for (int64_t i = 0; i < N * K; ++i) xbuf[static_cast<size_t>(i)] = widen(xp[i]);
+    xf = xbuf.data();
+  }
+  const T* wp = w.data_ptr<T>();
+  const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
+  T* yp = y.data_ptr<T>();
+  const int64_t units = (O + kColUnit - 1) / kColUnit;  // groups of whole column tiles
+  auto run = [&](int64_t u0, int64_t u1) {
+    columns<T>(xf, N, K, wp, bp, yp, O, u0 * kColUnit, std::min(O, u1 * kColUnit), vector);
+  };
+  const int64_t macs = N * K * O;
+  if (!parallel || macs < kSerialMacs) {
+    run(0, units);
+  } else if (pool != nullptr) {
+    pool->parallel_for(units, run);
+  } else {
+    at::parallel_for(0, units, std::max<int64_t>(1, kSerialMacs / (N * K * kColUnit)), run);
+  }
+  return y;
+}
+
+at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool, bool vector,
+                    bool parallel) {
+  AGENTR1_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.is_contiguous() && w.is_contiguous() &&
+                    w.scalar_type() == x.scalar_type() && x.device().is_cpu() && w.device().is_cpu(),
+                "row_linear: x must be [N, K] and w [O, K], contiguous CPU tensors of one dtype, got x "
+                    << x.sizes() << " " << x.scalar_type() << ", w " << w.sizes() << " " << w.scalar_type());
+  AGENTR1_CHECK(x.size(1) >= 1, "row_linear: K (x.size(1)) must be >= 1, got " << x.sizes());
+  AGENTR1_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0) && b.is_contiguous() &&
+                                 b.scalar_type() == x.scalar_type() && b.device().is_cpu()),
+                "row_linear: b must be [O] of x's dtype, got " << b.sizes() << " " << b.scalar_type());
+  switch (x.scalar_type()) {
+    case at::kFloat: return row_linear_impl<float>(x, w, b, pool, vector, parallel);
+    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, w, b, pool, vector, parallel);
+    case at::kHalf: return row_linear_impl<c10::Half>(x, w, b, pool, vector, parallel);
+    default: AGENTR1_CHECK(false, "row_linear: unsupported dtype " << x.scalar_type() << " (float, bfloat16, half)");
+  }
+  return {};
+}
+
+// g, u: n elements each; g[i] = T(T(silu(g[i])) * u[i]).
+template <typename T>
+void silu_mul_impl(T* g, const T* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = widen(g[i]);
+    const float s = widen(static_cast<T>(v / (1.0f + std::exp(-v))));  // silu rounded to T, as at::silu_
+    g[i] = static_cast<T>(s * widen(u[i]));
+  }
+}
+
+}  // namespace
+
+at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool) {
+  return dispatch(x, w, b, pool, cpu_has_avx2_fma(), /*parallel=*/true);
+}
+
+at::Tensor row_linear_portable(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return dispatch(x, w, b, nullptr, /*vector=*/false, /*parallel=*/false);
+}
+
+void silu_mul_rows_(at::Tensor& g, const at::Tensor& u, SpinPool* pool) {
+  AGENTR1_CHECK(g.sizes() == u.sizes() && g.is_contiguous() && u.is_contiguous() &&
+                    g.scalar_type() == u.scalar_type() && g.device().is_cpu() && u.device().is_cpu() &&
+                    (g.scalar_type() == at::kFloat || g.scalar_type() == at::kBFloat16 ||
+                     g.scalar_type() == at::kHalf),
+                "silu_mul_rows_: g and u must be contiguous CPU tensors of one shape and dtype (float, bfloat16, "
+                "half), got "
+                    << g.sizes() << " " << g.scalar_type() << " and " << u.sizes() << " " << u.scalar_type());
+  const int64_t n = g.numel();
+  auto run = [&](int64_t i0, int64_t i1) {
+    switch (g.scalar_type()) {
+      case at::kFloat: silu_mul_impl(g.data_ptr<float>() + i0, u.data_ptr<float>() + i0, i1 - i0); break;
+      case at::kBFloat16:
+        silu_mul_impl(g.data_ptr<c10::BFloat16>() + i0, u.data_ptr<c10::BFloat16>() + i0, i1 - i0);
+        break;
+      case at::kHalf: silu_mul_impl(g.data_ptr<c10::Half>() + i0, u.data_ptr<c10::Half>() + i0, i1 - i0); break;
+      default: AGENTR1_CHECK(false, "silu_mul_rows_: unsupported dtype " << g.scalar_type());
+    }
+  };
+  const int64_t grain = 1 << 14;  // ~16k exps per task
+  if (n <= grain)
+    run(0, n);
+  else if (pool != nullptr)
+    pool->parallel_for(n, run);
+  else
+    at::parallel_for(0, n, grain, run);
+}
+
+}  // namespace agentr1::model::detail

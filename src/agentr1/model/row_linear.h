@@ -1,0 +1,49 @@
+// agentr1/model/row_linear.h — batch-invariant kernels for Transformer::forward_cached
+// (internal to the model layer; the cache's `batch_invariant` switch selects them).
+//
+//   at::Tensor y = detail::row_linear(x, w, b, pool);   // x [N,K], w [O,K], b [O] -> y [N,O]
+//   detail::silu_mul_rows_(g, u, pool);                 // g = silu(g) * u, in place
+//
+// Why: BLAS picks its algorithm by shape (gemv for one row, packed gemm blocks for many,
+// small-matrix kernels on some CPUs) and ATen's vectorised loops treat the tail of a
+// chunk with scalar code, so a row's numbers change with how many rows it is computed
+// beside and how the work is split over threads. These kernels fix the arithmetic of
+// every output element by its own inputs only:
+//   y[r,o] = dot(x[r,:], w[o,:]) (+ b[o]), the dot product accumulated in 8 fp32 lanes
+//   with fused multiply-adds (lane u takes k = u, u+8, ... below K8 = K - K % 8, in
+//   order), the lanes summed as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), then k = K8..K-1
+//   fused in order, then the bias added; rounded once to the storage type.
+// The AVX2+FMA kernel and the portable one compute exactly these operations, so the
+// result is the same bit for bit for any N, any other rows, any thread count and on any
+// x86-64 CPU. Work is split by output columns: one element is never split.
+// Cost (bench/batch_invariant_bench, bench/README.md): on 2 AMD EPYC cores the AVX2
+// kernel matches OpenBLAS's sgemm at 64 rows of a 0.6B model's shapes and beats its gemv
+// on one row; on a 4M model's narrow layers (K = 256) it is ~1.3x slower than sgemm at
+// 64 rows. bf16/half inputs and weights are widened to fp32 exactly. Without AVX2+FMA
+// (or off x86-64 GCC) the portable kernel runs: the same bits, several times slower (a
+// warning says so once).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "agentr1/model/spin_pool.h"
+
+namespace agentr1::model::detail {
+
+// x [N,K] contiguous (K >= 1), w [O,K] contiguous, b [O] or undefined, all of one dtype
+// (float, bfloat16 or half) on the CPU. Returns [N,O] in that dtype. Splits output
+// columns over `pool`'s threads when given, else over OpenMP's. Throws Error on other
+// shapes, dtypes or devices, naming them.
+at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool = nullptr);
+
+// The same contract computed by the portable code only (no vector unit, one thread):
+// tests compare the dispatched kernel with it bit for bit.
+at::Tensor row_linear_portable(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b);
+
+// g, u [N,I] contiguous CPU, one dtype (float, bfloat16, half): g[i] = T(T(silu(g[i])) *
+// u[i]) with silu(v) = v / (1 + exp(-v)) in fp32 (std::exp), element by element:
+// independent of N and of the split (ATen's vectorised silu rounds the tail of a chunk
+// differently). Throws Error (before writing) on other shapes, dtypes or devices.
+void silu_mul_rows_(at::Tensor& g, const at::Tensor& u, SpinPool* pool = nullptr);
+
+}  // namespace agentr1::model::detail

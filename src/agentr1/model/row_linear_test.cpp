@@ -1,0 +1,136 @@
+// row_linear / silu_mul_rows_: close to an fp64 reference, equal bit for bit to the
+// portable definition, and the same bit for bit for a row whatever other rows share
+// the call and however many threads run it.
+#include "agentr1/model/row_linear.h"
+
+#include <gtest/gtest.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+
+#include <cstring>
+
+#include "agentr1/core/error.h"
+
+namespace agentr1::model::detail {
+namespace {
+
+at::Tensor randn(std::vector<int64_t> shape, uint64_t seed, at::ScalarType dtype) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randn(shape, gen, at::TensorOptions().dtype(at::kFloat)).to(dtype);
+}
+
+// Bitwise equality of two tensors of one dtype and shape.
+bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  const at::Tensor ac = a.contiguous(), bc = b.contiguous();
+  return std::memcmp(ac.data_ptr(), bc.data_ptr(), ac.numel() * ac.element_size()) == 0;
+}
+
+struct Shape {
+  int64_t N, K, O;
+  bool bias;
+};
+
+class RowLinear : public ::testing::TestWithParam<at::ScalarType> {};
+
+// Against fp64: the error of a K-term fp32 dot product is bounded by about
+// K * 2^-24 * sum_k |x_k w_k| (plus the final rounding to the storage type); we allow
+// 4x that bound with K counted at least 64. For bf16/half outputs, one rounding of the
+// result (2^-8 / 2^-11 relative) dominates.
+TEST_P(RowLinear, MatchesFp64Reference) {
+  const at::ScalarType dt = GetParam();
+  for (const Shape s : {Shape{1, 64, 96, false}, Shape{5, 37, 11, true}, Shape{64, 256, 130, true},
+                        Shape{7, 8, 3, false}, Shape{3, 1, 5, true}}) {
+    const at::Tensor x = randn({s.N, s.K}, 1, dt), w = randn({s.O, s.K}, 2, dt);
+    const at::Tensor b = s.bias ? randn({s.O}, 3, dt) : at::Tensor();
+    const at::Tensor y = row_linear(x, w, b);
+    ASSERT_EQ(y.scalar_type(), dt);
+    ASSERT_EQ(y.sizes(), (std::vector<int64_t>{s.N, s.O}));
+    const at::Tensor xd = x.to(at::kDouble), wd = w.to(at::kDouble);
+    at::Tensor ref = at::matmul(xd, wd.t());
+    if (s.bias) ref = ref + b.to(at::kDouble);
+    const at::Tensor mag = at::matmul(xd.abs(), wd.abs().t()) + (s.bias ? b.to(at::kDouble).abs() : at::zeros({1}, at::kDouble));
+    const double out_eps = dt == at::kFloat ? 0x1p-24 : dt == at::kBFloat16 ? 0x1p-8 : 0x1p-11;
+    const at::Tensor bound = mag * (4.0 * std::max<int64_t>(s.K, 64) * 0x1p-24) + ref.abs() * out_eps + 1e-30;
+    const at::Tensor err = (y.to(at::kDouble) - ref).abs();
+    EXPECT_TRUE((err <= bound).all().item<bool>())
+        << "N " << s.N << " K " << s.K << " O " << s.O << ": max error " << err.max().item<double>()
+        << ", max (error / bound) " << (err / bound).max().item<double>();
+  }
+}
+
+TEST_P(RowLinear, EqualsPortableDefinitionBitForBit) {
+  const at::ScalarType dt = GetParam();
+  for (const Shape s : {Shape{1, 64, 96, false}, Shape{5, 37, 11, true}, Shape{66, 300, 131, true},
+                        Shape{9, 7, 2, false}}) {
+    const at::Tensor x = randn({s.N, s.K}, 4, dt), w = randn({s.O, s.K}, 5, dt);
+    const at::Tensor b = s.bias ? randn({s.O}, 6, dt) : at::Tensor();
+    EXPECT_TRUE(same_bits(row_linear(x, w, b), row_linear_portable(x, w, b)))
+        << "N " << s.N << " K " << s.K << " O " << s.O;
+  }
+}
+
+// Row 0 alone, among 63 others, at every place in the batch, with 1 and 2 OpenMP
+// threads and with a 2-thread SpinPool: one bit pattern.
+TEST_P(RowLinear, RowIsTheSameWhateverItIsBatchedWith) {
+  const at::ScalarType dt = GetParam();
+  const int64_t K = 200, O = 515;
+  const at::Tensor w = randn({O, K}, 7, dt), b = randn({O}, 8, dt);
+  const at::Tensor row = randn({1, K}, 9, dt);
+  const at::Tensor alone = row_linear(row, w, b);
+  const int saved = at::get_num_threads();
+  SpinPool pool(2);
+  for (int64_t n : {2, 3, 4, 5, 17, 64}) {
+    at::Tensor batch = randn({n, K}, 10 + n, dt);
+    const int64_t at_row = n / 2;
+    batch[at_row].copy_(row[0]);
+    for (int threads : {1, 2}) {
+      at::set_num_threads(threads);
+      EXPECT_TRUE(same_bits(row_linear(batch, w, b)[at_row].unsqueeze(0), alone))
+          << "batch of " << n << ", " << threads << " OpenMP threads";
+    }
+    EXPECT_TRUE(same_bits(row_linear(batch, w, b, &pool)[at_row].unsqueeze(0), alone)) << "batch of " << n << ", pool";
+  }
+  at::set_num_threads(saved);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, RowLinear, ::testing::Values(at::kFloat, at::kBFloat16, at::kHalf),
+                         [](const auto& info) { return std::string(c10::toString(info.param)); });
+
+TEST(RowLinearErrors, NameTheShapes) {
+  const at::Tensor x = at::zeros({2, 3}), w = at::zeros({4, 5});
+  try {
+    row_linear(x, w, {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 3]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[4, 5]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(row_linear(x.to(at::kDouble), w.to(at::kDouble).narrow(1, 0, 3), {}), Error);
+}
+
+TEST(SiluMulRows, MatchesReferenceAndIsSplitInvariant) {
+  for (at::ScalarType dt : {at::kFloat, at::kBFloat16}) {
+    const at::Tensor g0 = randn({40, 1000}, 11, dt) * 4, u = randn({40, 1000}, 12, dt);
+    // Reference in fp64 with the same roundings to the storage type.
+    const at::Tensor gd = g0.to(at::kDouble);
+    const at::Tensor silu = (gd / (1 + at::exp(-gd))).to(dt).to(at::kDouble);
+    const at::Tensor ref = silu * u.to(at::kDouble);
+    at::Tensor g = g0.clone();
+    silu_mul_rows_(g, u);  // 40k elements: split over threads
+    const double tol = dt == at::kFloat ? 1e-6 : 1e-2;  // one or two roundings to the storage type
+    EXPECT_LE(((g.to(at::kDouble) - ref).abs() / (ref.abs() + 1e-3)).max().item<double>(), tol);
+    // Row 17 computed alone: the same bits.
+    at::Tensor one = g0[17].unsqueeze(0).clone();
+    silu_mul_rows_(one, u[17].unsqueeze(0).contiguous());
+    EXPECT_TRUE(same_bits(one, g[17].unsqueeze(0))) << c10::toString(dt);
+    SpinPool pool(2);
+    at::Tensor gp = g0.clone();
+    silu_mul_rows_(gp, u, &pool);
+    EXPECT_TRUE(same_bits(gp, g)) << c10::toString(dt);
+  }
+}
+
+}  // namespace
+}  // namespace agentr1::model::detail
