@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data parallelism end to end (`agentr1 launch`, Gloo on 127.0.0.1), on a tiny model:
 #  1. GRPO, and PPO with a critic, KL in the reward and a scoring pass: 2 ranks give the
-#     same trajectories (every token of every step, compared exactly) as 1 process with
+#     same trajectories (every token of every step, and step 1's behaviour log-probs, all
+#     compared exactly) as 1 process with
 #     the same global batch and seed, the same gradient norms and losses in step 1 (to
 #     1e-4 relative; 1e-2 in later steps), and the same final weights: within 1e-5 for GRPO; within 2e-3
 #     (2 x lr) for PPO, because the ranks add the same gradient terms in another order
@@ -49,6 +50,15 @@ def trajs(d):
 a, b = trajs(one), trajs(two)
 ok = len(a) > 0 and a == b
 print("     %d trajectories (training and validation) %s" % (len(a), "identical" if a == b else "DIFFER"))
+# Step 1 samples from the initial weights in both runs, on batch-invariant engines (the
+# default): its behaviour log-probs are the same bits, whatever each engine batched.
+# (Later steps sample from weights the two runs updated in another summation order.)
+def logprobs(d):
+    return {(j["uid"], i): s["response_logprobs"] for j in map(json.loads, open(d + "/trajectories/step_000001.jsonl"))
+            for i, s in enumerate(j["steps"])}
+la, lb = logprobs(one), logprobs(two)
+print("     step 1 behaviour log-probs (%d turns) %s" % (len(la), "identical" if la == lb else "DIFFER"))
+ok = ok and len(la) > 0 and la == lb
 def steps(d):
     return {j["step"]: j for j in map(json.loads, open(d + "/metrics.jsonl")) if "timing/gen" in j}
 ma, mb = steps(one), steps(two)

@@ -5,12 +5,11 @@
 #     the in-process engine (same seeds) must give the same trajectories, token for token,
 #     with the same policy versions, in both steps (step 2 rolls out on the weights the
 #     server reloaded after step 1: written as fp32 safetensors, so the same bits), and
-#     the same validation. Both sides decode one sequence at a time with 1 thread
-#     (rollout.max_batch=1 and max_inflight=1 / --max-batch 1), as the resume tests do:
-#     batch composition changes float rounding on some CPUs. The behaviour log-probs are
-#     mostly bit-identical; now and then one moves by an ulp (4.8e-7 seen), most likely
-#     because the prefix cache (on in both engines; what it holds depends on request
-#     timing) computed a prompt in chunks of another shape, so they are held to 1e-5.
+#     the same validation, and the same behaviour log-probs bit for bit. Both engines are
+#     batch-invariant (the default): a request's numbers do not depend on what it is
+#     batched with, on which prefixes either side's cache holds (that depends on request
+#     timing) or on how its prompt was chunked, so nothing is pinned to one sequence at a
+#     time: the server batches (--max-batch 16) and the client keeps requests in flight.
 #  2. The server loaded the initial weights and each update (policy versions 0, 1, 2),
 #     only the latest weights directory is kept, and the remote/* metrics are logged;
 #     --resume loads the checkpoint's weights into the server (step 3 equal again); two
@@ -48,7 +47,7 @@ check() {  # check NAME CONDITION...
   --intermediate-size 64 --layers 2 --heads 4 --kv-heads 2 --seed 5 --out "$tmp/model" >/dev/null || exit 1
 
 start_server() {  # start_server NAME : agentr1 serve on a free port; sets $port
-  "$bin" serve --model "$tmp/model" --port 0 --threads 1 --max-batch 1 >"$tmp/$1.out" 2>"$tmp/$1.err" &
+  "$bin" serve --model "$tmp/model" --port 0 --threads 1 >"$tmp/$1.out" 2>"$tmp/$1.err" &
   local pid=$!
   pids+=($pid)
   port=""
@@ -70,20 +69,20 @@ start_server serve
 common=(model.path="$tmp/model" trainer.total_steps=2 trainer.test_freq=0 data.train_batch_size=2 rollout.n=3
         data.val_size=3 rollout.val_k=2 rollout.max_new_tokens=32 "rollout.stop_strings=[er]" rollout.max_steps=2
         rollout.temperature=0.7
-        actor.optim.lr=0.05 trainer.threads=1 trainer.progress=false trainer.dump_trajectories=-1
-        rollout.max_batch=1)
+        actor.optim.lr=0.05 trainer.threads=1 trainer.progress=false trainer.dump_trajectories=-1)
 t0=$(date +%s)
 "$bin" train "${common[@]}" trainer.output_dir="$tmp/local" >"$tmp/local.log" 2>&1
 check "in-process run" test $? -eq 0
 "$bin" train "${common[@]}" trainer.output_dir="$tmp/remote" rollout.engine=remote \
-  "rollout.remote.urls=[http://127.0.0.1:$port]" rollout.remote.max_inflight=1 >"$tmp/remote.log" 2>&1
+  "rollout.remote.urls=[http://127.0.0.1:$port]" >"$tmp/remote.log" 2>&1
 check "remote run" test $? -eq 0 || tail -5 "$tmp/remote.log"
 echo "     two runs in $(( $(date +%s) - t0 )) s"
 
-same_as_local() {  # same_as_local RUN_DIR : trajectories and validation equal the in-process run's
-python3 - "$tmp/local" "$1" <<'EOF'
+same_as_local() {  # same_as_local RUN_DIR [LATER_TOL] : trajectories and validation equal the in-process run's;
+                  # log-probs bit for bit, after step 1 within LATER_TOL when given (see the 2-rank run)
+python3 - "$tmp/local" "$1" "${2:-0}" <<'EOF'
 import collections, glob, json, os, sys
-one, two = sys.argv[1], sys.argv[2]
+one, two, later_tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def trajs(d):  # (file, uid) -> [(prompt ids, response ids, policy version, log-probs)] per step
     out = {}
     for f in sorted(glob.glob(d + "/trajectories/*.jsonl")):
@@ -105,20 +104,25 @@ for k in sorted(a):
                 print("     first difference: %s %s step %d\n       %s\n    vs %s" % (k[0], k[1], i, s[:3], t[:3]))
                 break
         break
-# Log-probs: the same bits but for the last-place rounding the prefix cache's chunk shapes
-# give (which prefixes are cached depends on request timing, on both sides).
-diffs = [abs(u - v) for k in a if k in b and ids(a[k]) == ids(b[k])
-         for s, t in zip(a[k], b[k]) for u, v in zip(s[3], t[3])]
+# Log-probs: the same bits (both engines are batch-invariant); with later_tol, the steps
+# after the first (sampled by weights the learner updated) within it.
+def diffs(keys):
+    return [abs(u - v) for k in keys if k in b and ids(a[k]) == ids(b[k])
+            for s, t in zip(a[k], b[k]) for u, v in zip(s[3], t[3])]
+first = [k for k in a if k[0] == "step_000001.jsonl"]
+later = [k for k in a if k[0] != "step_000001.jsonl"]
+d1, d2 = diffs(first), diffs(later)
 equal = sum(1 for k in a if a[k] == b.get(k))
-print("     log-probs: %d of %d trajectories bit-identical, max |diff| %.3g over %d tokens" % (
-    equal, len(a), max(diffs, default=0.0), len(diffs)))
+print("     log-probs: %d of %d trajectories bit-identical; max |diff| %.3g in step 1 (%d tokens), %.3g after" % (
+    equal, len(a), max(d1, default=0.0), len(d1), max(d2, default=0.0)))
 versions = sorted({s[2] for v in b.values() for s in v})
 print("     policy versions in the remote dumps: %s" % versions)
 finish = collections.Counter(s["info"]["finish_reason"] for f in glob.glob(two + "/trajectories/*.jsonl")
                              for l in open(f) for s in json.loads(l)["steps"])
 print("     turns by finish reason: %s" % dict(finish))
 ok = (len(a) > 0 and sorted(a) == sorted(b) and len(same) == len(files) and len(files) >= 2 and
-      versions == [0, 1, 2] and max(diffs, default=0.0) <= 1e-5)
+      versions == [0, 1, 2] and len(d1) > 0 and max(d1) == 0.0 and max(d2, default=0.0) <= later_tol and
+      (later_tol > 0 or equal == len(a)))
 sa, sb = json.load(open(one + "/summary.json")), json.load(open(two + "/summary.json"))
 def val(s, k):  # every validation metric but its wall time
     return {m: v for m, v in s[k].items() if m != "wall_s"}
@@ -129,7 +133,7 @@ sys.exit(0 if ok and same_val else 1)
 EOF
 }
 same_as_local "$tmp/remote"
-check "remote trajectories equal in-process ones (ids, versions; log-probs to 1e-5; steps 1, 2)" test $? -eq 0
+check "remote trajectories equal in-process ones (ids, versions, log-probs bit for bit; steps 1, 2)" test $? -eq 0
 
 python3 - "$tmp/remote" <<'EOF'
 import json, sys
@@ -158,7 +162,7 @@ cp -r "$tmp/local" "$tmp/local3"
 cp -r "$tmp/remote" "$tmp/remote3"
 "$bin" train "${common[@]}" trainer.total_steps=3 trainer.output_dir="$tmp/local3" --resume >"$tmp/local3.log" 2>&1
 "$bin" train "${common[@]}" trainer.total_steps=3 trainer.output_dir="$tmp/remote3" rollout.engine=remote \
-  "rollout.remote.urls=[http://127.0.0.1:$port]" rollout.remote.max_inflight=1 --resume >"$tmp/remote3.log" 2>&1
+  "rollout.remote.urls=[http://127.0.0.1:$port]" --resume >"$tmp/remote3.log" 2>&1
 check "resumed remote run" test $? -eq 0
 check "resumed: step 3 equals the in-process run's" python3 -c "
 import json, sys
@@ -167,13 +171,13 @@ def t(d): return [[(s['prompt_ids'], s['response_ids'], s['policy_version'], s['
 a, b = t('$tmp/local3'), t('$tmp/remote3')
 same_ids = [[s[:3] for s in x] for x in a] == [[s[:3] for s in x] for x in b]
 diff = max((abs(u - v) for x, y in zip(a, b) for s, r in zip(x, y) for u, v in zip(s[3], r[3])), default=0.0)
-sys.exit(0 if a and same_ids and diff <= 1e-5 and {s[2] for x in b for s in x} == {2} else 1)"
+sys.exit(0 if a and same_ids and diff == 0.0 and {s[2] for x in b for s in x} == {2} else 1)"
 
 # Two servers: groups are spread over both (each keeps its own prefix cache), results unchanged.
 first=$port
 start_server serve2
 "$bin" train "${common[@]}" trainer.output_dir="$tmp/two" rollout.engine=remote \
-  "rollout.remote.urls=[http://127.0.0.1:$first, http://127.0.0.1:$port]" rollout.remote.max_inflight=1 \
+  "rollout.remote.urls=[http://127.0.0.1:$first, http://127.0.0.1:$port]" \
   >"$tmp/two.log" 2>&1
 check "two-server run" test $? -eq 0 || tail -5 "$tmp/two.log"
 same_as_local "$tmp/two"
@@ -191,7 +195,7 @@ check "two servers: both served requests" test $? -eq 0
 loads_before=$(grep -c 'update_weights_from_disk' "$tmp/serve.err")
 t0=$(date +%s)
 "$bin" train "${common[@]}" trainer.output_dir="$tmp/async0" rollout.engine=remote rollout.async=true \
-  "rollout.remote.urls=[http://127.0.0.1:$first]" rollout.remote.max_inflight=1 >"$tmp/async0.log" 2>&1
+  "rollout.remote.urls=[http://127.0.0.1:$first]" >"$tmp/async0.log" 2>&1
 check "remote asynchronous run (max_staleness 0)" test $? -eq 0 || tail -5 "$tmp/async0.log"
 echo "     in $(( $(date +%s) - t0 )) s"
 same_as_local "$tmp/async0"
@@ -207,7 +211,7 @@ t0=$(date +%s)
 check "in-process run, max_staleness 1" test $? -eq 0 || tail -5 "$tmp/local-async1.log"
 "$bin" train "${common[@]}" trainer.total_steps=3 trainer.output_dir="$tmp/async1" rollout.engine=remote \
   rollout.max_staleness=1 \
-  "rollout.remote.urls=[http://127.0.0.1:$first]" rollout.remote.max_inflight=1 >"$tmp/async1.log" 2>&1
+  "rollout.remote.urls=[http://127.0.0.1:$first]" >"$tmp/async1.log" 2>&1
 check "remote run, max_staleness 1" test $? -eq 0 || tail -5 "$tmp/async1.log"
 echo "     two runs in $(( $(date +%s) - t0 )) s"
 python3 - "$tmp/local-async1" "$tmp/async1" <<'EOF'
@@ -255,10 +259,12 @@ check "remote async at staleness 1: within the bound; comparable trajectories eq
 loads_before=$(grep -c 'update_weights_from_disk' "$tmp/serve.err")
 t0=$(date +%s)
 "$bin" launch --nproc 2 train "${common[@]}" trainer.output_dir="$tmp/dp" rollout.engine=remote \
-  "rollout.remote.urls=[http://127.0.0.1:$first]" rollout.remote.max_inflight=1 >"$tmp/dp.log" 2>&1
+  "rollout.remote.urls=[http://127.0.0.1:$first]" >"$tmp/dp.log" 2>&1
 check "2-rank remote run" test $? -eq 0 || tail -5 "$tmp/dp.log"
 echo "     in $(( $(date +%s) - t0 )) s"
-same_as_local "$tmp/dp"
+# 2 ranks sum their gradients in another order than 1 process: the weights after step 1
+# differ in the last bits (dp_test.sh), so step 2's log-probs are held to 1e-5.
+same_as_local "$tmp/dp" 1e-5
 check "2 ranks on the server = in-process 1-process run (ids, versions, validation)" test $? -eq 0
 check "2 ranks: rank 0 alone pushed (versions 0, 1, 2 loaded once each)" \
   test "$(( $(grep -c 'update_weights_from_disk' "$tmp/serve.err") - loads_before ))" -eq 3

@@ -4,6 +4,9 @@
 # `agentr1 generate` (same tokens) and `agentr1 score` (same log-probs), weight reloads
 # (/update_weights_from_disk) that change outputs, a refused mismatched checkpoint that
 # leaves the old weights serving, every error status, and a clean stop on SIGTERM.
+# Log-probs of one request sent twice are compared bit for bit: the server is
+# batch-invariant (the default), so a request's numbers do not depend on what it is
+# batched with or on whether its prefix was cached (the second send of a prompt is).
 # usage: serve_test.sh AGENTR1_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -100,20 +103,24 @@ import json,sys
 a=json.load(open('$tmp/c3.json'))['choices'][0]; b=json.load(open('$tmp/ids3.json'))['choices'][0]
 sys.exit(0 if a['token_ids']==b['token_ids'] and a['logprobs']['token_logprobs']==b['logprobs']['token_logprobs'] else 1)"
 
-# Concurrent requests (continuous batching): 6 at once, each equal to its sequential answer.
+# Concurrent requests (continuous batching): 6 at once, each equal to its sequential answer,
+# token ids and log-probs bit for bit.
 for i in 1 2 3 4 5 6; do
   curl -s "${auth[@]}" -H 'Content-Type: application/json' \
-    -d "{\"prompt\": [10, 20, 30], \"max_tokens\": 10, \"seed\": $i, \"return_token_ids\": true}" \
+    -d "{\"prompt\": [10, 20, 30], \"max_tokens\": 10, \"seed\": $i, \"return_token_ids\": true, \"logprobs\": 0}" \
     "$url/v1/completions" >"$tmp/par$i.json" &
 done
 wait $(jobs -p | grep -v "^$pid\$")
 for i in 1 2 3 4 5 6; do
-  post /v1/completions "{\"prompt\": [10, 20, 30], \"max_tokens\": 10, \"seed\": $i, \"return_token_ids\": true}" \
+  post /v1/completions "{\"prompt\": [10, 20, 30], \"max_tokens\": 10, \"seed\": $i, \"return_token_ids\": true, \"logprobs\": 0}" \
     >"$tmp/seq$i.json"
 done
-check "6 concurrent requests = sequential ones" $py -c "
+check "6 concurrent requests = sequential ones (ids and log-probs)" $py -c "
 import json,sys
-ok=all(json.load(open('$tmp/par%d.json'%i))['choices'][0]['token_ids']==json.load(open('$tmp/seq%d.json'%i))['choices'][0]['token_ids'] for i in range(1,7))
+c=lambda f: json.load(open(f))['choices'][0]
+ok=all(c('$tmp/par%d.json'%i)['token_ids']==c('$tmp/seq%d.json'%i)['token_ids'] and
+       c('$tmp/par%d.json'%i)['logprobs']['token_logprobs']==c('$tmp/seq%d.json'%i)['logprobs']['token_logprobs']
+       for i in range(1,7))
 sys.exit(0 if ok else 1)"
 
 # The official client.

@@ -65,6 +65,16 @@ std::vector<TokenIds> dumped_responses(const std::string& run, int step) {
   return out;
 }
 
+// The behaviour log-probs of every step of every dumped trajectory of a step, in dump order.
+std::vector<std::vector<float>> dumped_logprobs(const std::string& run, int step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "/trajectories/step_%06d.jsonl", step);
+  std::vector<std::vector<float>> out;
+  for (const json& t : read_jsonl(run + name))
+    for (const json& s : t["steps"]) out.push_back(s["response_logprobs"].get<std::vector<float>>());
+  return out;
+}
+
 // A reward that differs between samples of a group (the parity of a hash of the
 // response), so GRPO has advantages to follow and the updates change the weights.
 void register_parity_reward() {
@@ -82,13 +92,12 @@ void register_parity_reward() {
 TEST(AsyncRolloutTest, StalenessZeroIsTheSynchronousTrainer) {
   register_parity_reward();
   const std::string dir = testing::make_tiny_model_dir("async0");
-  // One sequence at a time and no prefix cache: the engine's products have the same
-  // shapes whatever the timing. (With batching, a row decoded beside 1-3 others takes
-  // the per-row product path and beside more the BLAS one; their sums round differently
-  // in the last bit, and which one a row gets depends on timing.)
+  // The engines batch and cache by timing; they are batch-invariant (the default), so a
+  // row's numbers do not depend on it. (Before that mode this test decoded one sequence
+  // at a time without the prefix cache: a row decoded beside 1-3 others took the per-row
+  // product path and beside more the BLAS one, which round differently in the last bit.)
   const std::vector<std::string> common = {"trainer.total_steps=3", "rollout.temperature=1.0",
-                                           "rollout.reward_fn=async_test_parity", "rollout.max_batch=1",
-                                           "rollout.prefix_cache=false"};
+                                           "rollout.reward_fn=async_test_parity"};
   train(tiny_run_tree(dir, dir + "/sync", common));
   std::vector<std::string> a = common;
   a.push_back("rollout.async=true");  // the async source, at max_staleness 0
@@ -97,6 +106,8 @@ TEST(AsyncRolloutTest, StalenessZeroIsTheSynchronousTrainer) {
     const auto x = dumped_responses(dir + "/sync", s), y = dumped_responses(dir + "/async", s);
     ASSERT_FALSE(x.empty());
     EXPECT_EQ(x, y) << "step " << s << ": the same trajectories";
+    EXPECT_EQ(dumped_logprobs(dir + "/sync", s), dumped_logprobs(dir + "/async", s))
+        << "step " << s << ": the same behaviour log-probs, bit for bit";
   }
   // Same trajectories and the same updates: the same parameters (bit for bit; both
   // engines compute the same products on one thread).
