@@ -15,7 +15,6 @@
 // --long-prompt-token prompt (512-row products, where BLAS gemm is strongest), in prompt
 // tokens/s.
 #include <ATen/Parallel.h>
-#include <dlfcn.h>
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -35,9 +34,13 @@
 #include "agentr1/model/kv_cache.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/rollout/engine.h"
+#include "bench_env.h"
 #include "bench_model.h"
 
 using namespace agentr1;
+using agentr1::bench::blas_core;
+using agentr1::bench::cpu_name;
+using agentr1::bench::load_average;
 
 namespace {
 
@@ -98,27 +101,6 @@ Args parse(int argc, char** argv) {
     } else usage(("unknown argument " + k).c_str());
   }
   return a;
-}
-
-std::string cpu_name() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
-std::string load_average() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
-std::string blas_core() {
-  using Fn = char* (*)();
-  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
-  return fn ? fn() : "not OpenBLAS";
 }
 
 std::vector<TokenIds> prompts(int batch, int len, uint64_t seed, int64_t vocab) {
@@ -258,23 +240,6 @@ void measure_prefill(model::Transformer& m, const Args& a, const char* name) {
   std::fflush(stdout);
 }
 
-model::ModelConfig qwen3_06b_shape() {
-  model::ModelConfig c;
-  c.arch = model::Arch::kQwen3;
-  c.vocab_size = 151936;
-  c.hidden_size = 1024;
-  c.intermediate_size = 3072;
-  c.num_hidden_layers = 28;
-  c.num_attention_heads = 16;
-  c.num_key_value_heads = 8;
-  c.head_dim = 128;
-  c.qk_norm = true;
-  c.tie_word_embeddings = true;
-  c.max_position_embeddings = 40960;
-  c.rope_theta = 1000000.0;
-  return c;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -295,7 +260,7 @@ int main(int argc, char** argv) {
   std::vector<Model> models;
   for (const auto& d : a.dtypes) {
     models.push_back({"bench 4.2M " + d, bench::bench_config(), a.max_new});
-    if (a.real) models.push_back({"Qwen3-0.6B shape " + d, qwen3_06b_shape(), a.real_new});
+    if (a.real) models.push_back({"Qwen3-0.6B shape " + d, bench::qwen3_06b_shape(), a.real_new});
   }
   std::vector<std::pair<std::string, model::Transformer>> built;
   for (const auto& mdl : models) {

@@ -3,6 +3,7 @@
 //                    hidden 256, 4 layers, 4/2 heads, head_dim 64, intermediate 768, tied)
 //   builtin_shape()  the built-in default model's shape (train/default_recipe.h), for
 //                    the learner benches
+//   qwen3_06b_shape() Qwen3-0.6B's shape (596M parameters), the real-size case
 #pragma once
 
 #include "agentr1/model/config.h"
@@ -39,6 +40,23 @@ inline model::ModelConfig builtin_shape() {
   c.qk_norm = true;
   c.tie_word_embeddings = true;
   c.max_position_embeddings = 2048;
+  return c;
+}
+
+inline model::ModelConfig qwen3_06b_shape() {
+  model::ModelConfig c;
+  c.arch = model::Arch::kQwen3;
+  c.vocab_size = 151936;
+  c.hidden_size = 1024;
+  c.intermediate_size = 3072;
+  c.num_hidden_layers = 28;
+  c.num_attention_heads = 16;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.qk_norm = true;
+  c.tie_word_embeddings = true;
+  c.max_position_embeddings = 40960;
+  c.rope_theta = 1000000.0;
   return c;
 }
 

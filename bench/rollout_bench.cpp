@@ -12,7 +12,6 @@
 // prints the best tokens/s of each and their ratio, and finally the fraction of this
 // machine's measured fp32 matmul peak the engine reaches at the largest batch.
 #include <ATen/Parallel.h>
-#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -34,10 +33,14 @@
 #include "agentr1/core/log.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/rollout/engine.h"
+#include "bench_env.h"
 #include "bench_model.h"
 
 using namespace agentr1;
 using agentr1::bench::bench_config;
+using agentr1::bench::blas_core;
+using agentr1::bench::cpu_name;
+using agentr1::bench::load_average;
 
 namespace {
 
@@ -88,30 +91,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-
-std::string cpu_name() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
-
-std::string load_average() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
-// OpenBLAS's kernel set, if OpenBLAS is the BLAS this process loaded.
-std::string blas_core() {
-  using Fn = char* (*)();
-  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
-  std::string core = fn ? fn() : "not OpenBLAS";
-  const char* env = std::getenv("OPENBLAS_CORETYPE");
-  return core + (env ? std::string(" (OPENBLAS_CORETYPE=") + env + ")" : std::string(" (OPENBLAS_CORETYPE unset)"));
-}
 
 std::vector<TokenIds> prompts(int batch, int len, uint64_t seed, int64_t vocab) {
   std::mt19937_64 g(seed);
