@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The native chat-template renderers on arbitrary message lists: the input is JSON,
 // either an array of messages or {"messages": [...], "tools": [...]}.
 #include "agentr1/core/json.h"
-#include "agentr1/text/chat_template.h"
+#include "agentr1/text/jinja/chat_template.h"
 #include "fuzz_util.h"
 
 using agentr1::json;

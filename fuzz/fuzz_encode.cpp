@@ -4,9 +4,9 @@
 // token id appears; the streaming decoder agrees with decode.
 #include <string>
 
-#include "agentr1/text/bpe_trainer.h"
-#include "agentr1/text/tokenizer.h"
-#include "agentr1/text/unicode.h"
+#include "agentr1/text/bpe_trainer/bpe_trainer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
+#include "agentr1/text/tokenizer/unicode.h"
 #include "fuzz_util.h"
 
 using agentr1::text::Tokenizer;

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "agentr1/core/json.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 #include "fuzz_util.h"
 
 using agentr1::json;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "agentr1/text/tool_format.h"
+#include "agentr1/text/tool_format/tool_format.h"
 #include "fuzz_util.h"
 
 namespace {

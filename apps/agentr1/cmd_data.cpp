@@ -41,9 +41,9 @@
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/data_convert.h"
 #include "agentr1/tasks/task_family.h"
-#include "agentr1/text/bpe_trainer.h"
-#include "agentr1/text/chat_template.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/bpe_trainer/bpe_trainer.h"
+#include "agentr1/text/jinja/chat_template.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 #include "agentr1/train/train_config.h"
 #include "command.h"
 

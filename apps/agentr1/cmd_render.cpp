@@ -19,7 +19,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/json.h"
-#include "agentr1/text/chat_template.h"
+#include "agentr1/text/jinja/chat_template.h"
 #include "command.h"
 
 namespace {

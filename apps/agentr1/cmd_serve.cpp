@@ -40,9 +40,9 @@
 #include "agentr1/core/log.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/rollout/engine.h"
-#include "agentr1/text/chat_template.h"
-#include "agentr1/text/tokenizer.h"
-#include "agentr1/text/tool_format.h"
+#include "agentr1/text/jinja/chat_template.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
+#include "agentr1/text/tool_format/tool_format.h"
 #include "command.h"
 #include "openai_server.h"
 

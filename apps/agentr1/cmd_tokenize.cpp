@@ -13,7 +13,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/json.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 #include "command.h"
 
 namespace {

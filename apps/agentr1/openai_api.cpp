@@ -7,7 +7,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
-#include "agentr1/text/tool_format.h"
+#include "agentr1/text/tool_format/tool_format.h"
 
 namespace agentr1::serve {
 

@@ -71,8 +71,8 @@
 
 #include "agentr1/core/generator.h"
 #include "agentr1/core/json.h"
-#include "agentr1/text/chat_template.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/jinja/chat_template.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::serve {
 

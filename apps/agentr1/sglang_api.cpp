@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "agentr1/core/error.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::serve {
 namespace {

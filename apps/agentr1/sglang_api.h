@@ -74,7 +74,7 @@
 
 #include "agentr1/core/generator.h"
 #include "agentr1/core/json.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 #include "openai_api.h"
 
 namespace agentr1::serve {

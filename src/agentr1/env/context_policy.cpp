@@ -8,7 +8,7 @@
 #include "agentr1/core/error.h"
 #include "agentr1/core/registry.h"
 #include "agentr1/core/rng.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::env {
 namespace {

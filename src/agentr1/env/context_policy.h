@@ -86,7 +86,7 @@
 #include "agentr1/core/json.h"
 #include "agentr1/core/trajectory.h"
 #include "agentr1/env/observation.h"
-#include "agentr1/text/chat_template.h"
+#include "agentr1/text/jinja/chat_template.h"
 
 namespace agentr1::text {
 class Tokenizer;

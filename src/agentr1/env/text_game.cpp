@@ -4,8 +4,8 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/registry.h"
-#include "agentr1/text/chat_template.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/jinja/chat_template.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::env {
 namespace {

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "agentr1/core/error.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::env {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/thread_pool.h"
-#include "agentr1/text/tokenizer.h"
-#include "agentr1/text/tool_format.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
+#include "agentr1/text/tool_format/tool_format.h"
 
 namespace agentr1::env {
 namespace {

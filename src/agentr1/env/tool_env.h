@@ -9,7 +9,7 @@
 //
 // Registered as AgentEnv "tool"; its kwargs are ToolEnvOptions' fields.
 //
-// The tool format (text/tool_format.h) is options.tool_format, or with "auto" (the
+// The tool format (text/tool_format/tool_format.h) is options.tool_format, or with "auto" (the
 // default) the one the chat template's family writes: text::default_tool_format of
 // ctx.chat_template->source() ("hermes" for Qwen, "llama3_json", "deepseek_v3",
 // "mistral", "gpt_oss"; "hermes" when the source is empty or shows no known markers).
@@ -55,7 +55,7 @@
 #include "agentr1/env/agent_env.h"
 #include "agentr1/env/context_policy.h"
 #include "agentr1/env/tool.h"
-#include "agentr1/text/chat_template.h"
+#include "agentr1/text/jinja/chat_template.h"
 
 namespace agentr1::text {
 class ToolFormat;

@@ -19,9 +19,9 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/thread_pool.h"
-#include "agentr1/text/byte_level.h"
-#include "agentr1/text/tokenizer.h"
-#include "agentr1/text/tool_format.h"
+#include "agentr1/text/tokenizer/byte_level.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
+#include "agentr1/text/tool_format/tool_format.h"
 
 namespace agentr1::env {
 namespace {
@@ -598,7 +598,7 @@ TEST_F(EnvFixture, APolicyRegisteredByATestIsSelectableFromEnvKwargs) {
 }
 
 // ---------------------------------------------------------------------------------
-// Tool formats beyond hermes (text/tool_format.h): chosen from the template, and the
+// Tool formats beyond hermes (text/tool_format/tool_format.h): chosen from the template, and the
 // messages written the way each family's template needs them.
 
 std::string text_response_step(ToolEnv& env, const std::string& text, StepResult* out = nullptr) {

@@ -6,7 +6,7 @@
 #include "agentr1/core/rng.h"
 #include "agentr1/env/agent_env.h"
 #include "agentr1/flow/trajectory_builder.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::flow {
 namespace {

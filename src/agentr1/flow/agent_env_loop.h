@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "agentr1/flow/agent_flow.h"
-#include "agentr1/text/chat_template.h"
+#include "agentr1/text/jinja/chat_template.h"
 
 namespace agentr1::flow {
 

@@ -10,7 +10,7 @@
 #include "agentr1/env/agent_env.h"
 #include "agentr1/flow/agent_env_loop.h"
 #include "agentr1/flow/single_step_flow.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::flow {
 namespace {

@@ -22,9 +22,9 @@
 #include "agentr1/env/tool.h"
 #include "agentr1/flow/agent_flow.h"
 #include "agentr1/tasks/reward.h"
-#include "agentr1/text/byte_level.h"
-#include "agentr1/text/chat_template.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/byte_level.h"
+#include "agentr1/text/jinja/chat_template.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::flow::testing {
 

@@ -7,7 +7,7 @@
 #include "agentr1/core/log.h"
 #include "agentr1/core/rng.h"
 #include "agentr1/tasks/reward.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::flow {
 namespace {

@@ -39,7 +39,7 @@
 #include "agentr1/core/trajectory.h"
 #include "agentr1/env/observation.h"
 #include "agentr1/flow/agent_flow.h"
-#include "agentr1/text/chat_template.h"
+#include "agentr1/text/jinja/chat_template.h"
 
 namespace agentr1::flow {
 

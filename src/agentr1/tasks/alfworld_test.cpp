@@ -17,8 +17,8 @@
 #include "agentr1/tasks/alfworld_world.h"
 #include "agentr1/tasks/play.h"
 #include "agentr1/env/agent_env.h"
-#include "agentr1/text/chat_template.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/jinja/chat_template.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::tasks {
 namespace {

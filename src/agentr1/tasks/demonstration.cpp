@@ -2,7 +2,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/tasks/calculator.h"
-#include "agentr1/text/chat_template.h"
+#include "agentr1/text/jinja/chat_template.h"
 
 namespace agentr1::tasks {
 namespace {

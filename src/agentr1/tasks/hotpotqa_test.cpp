@@ -14,7 +14,7 @@
 #include "agentr1/tasks/hotpotqa_search.h"
 #include "agentr1/tasks/play.h"
 #include "agentr1/tasks/reward.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::tasks {
 namespace {

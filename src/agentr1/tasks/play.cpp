@@ -7,7 +7,7 @@
 #include "agentr1/env/tool.h"
 #include "agentr1/tasks/reward.h"
 #include "agentr1/tasks/task_family.h"
-#include "agentr1/text/tool_format.h"
+#include "agentr1/text/tool_format/tool_format.h"
 
 namespace agentr1::tasks {
 namespace {

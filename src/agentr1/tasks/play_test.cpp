@@ -15,7 +15,7 @@
 #include "agentr1/tasks/calculator.h"
 #include "agentr1/tasks/game_demo.h"
 #include "agentr1/tasks/reward.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::tasks {
 namespace {
@@ -84,7 +84,7 @@ TEST(ToolEpisode, MalformedUnknownAndWrongAnswers) {
 
 // Without env_kwargs.tool_format (or with "auto") play has no chat template to pick a
 // format from, so an action in any registered format's markup is a call; info says which
-// format read it. The calls are each format's documented syntax (text/tool_format.h),
+// format read it. The calls are each format's documented syntax (text/tool_format/tool_format.h),
 // the expected outputs hand-computed.
 TEST(ToolEpisode, CallsInEveryToolFormatWhenAuto) {
   register_arith_pieces();

@@ -28,7 +28,7 @@
 #include "agentr1/core/json.h"
 #include "agentr1/core/trajectory.h"
 #include "agentr1/tasks/arithmetic.h"
-#include "agentr1/text/chat_template.h"
+#include "agentr1/text/jinja/chat_template.h"
 
 namespace agentr1::tasks {
 

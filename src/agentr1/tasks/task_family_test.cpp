@@ -14,7 +14,7 @@
 #include "agentr1/tasks/arithmetic_family.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/calculator.h"
-#include "agentr1/text/chat_template.h"
+#include "agentr1/text/jinja/chat_template.h"
 
 namespace agentr1::tasks {
 namespace {

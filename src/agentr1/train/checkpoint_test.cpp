@@ -23,7 +23,7 @@
 #include "agentr1/core/config.h"
 #include "agentr1/model/safetensors.h"
 #include "agentr1/model/transformer.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
 #include "agentr1/train/rl_trainer.h"
 #include "agentr1/train/run_dir.h"

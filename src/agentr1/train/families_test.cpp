@@ -12,7 +12,7 @@
 #include "agentr1/core/thread_pool.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/task_family.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 #include "agentr1/train/rl_trainer.h"
 #include "agentr1/train/run_dir.h"
 #include "agentr1/train/sft.h"

@@ -12,7 +12,7 @@
 #include "agentr1/core/error.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/tasks/reward.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
 #include "agentr1/train/rl_trainer.h"
 #include "agentr1/train/run_dir.h"

@@ -3,7 +3,7 @@
 #include <iomanip>
 
 #include "agentr1/core/log.h"
-#include "agentr1/text/tokenizer.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::train {
 
