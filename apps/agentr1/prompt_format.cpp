@@ -1,7 +1,7 @@
 #include "prompt_format.h"
 
 #include "agentr1/env/tool_env.h"
-#include "agentr1/tasks/arithmetic.h"
+#include "agentr1/tasks/arithmetic/arithmetic.h"
 
 namespace agentr1::cli {
 namespace {

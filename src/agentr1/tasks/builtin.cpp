@@ -4,12 +4,12 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/env/tool.h"
-#include "agentr1/tasks/alfworld_family.h"
-#include "agentr1/tasks/arithmetic_family.h"
-#include "agentr1/tasks/hotpotqa_family.h"
+#include "agentr1/tasks/alfworld/alfworld_family.h"
+#include "agentr1/tasks/arithmetic/arithmetic_family.h"
+#include "agentr1/tasks/hotpotqa/hotpotqa_family.h"
 #include "agentr1/tasks/reward.h"
 #include "agentr1/tasks/task_family.h"
-#include "agentr1/tasks/webshop_family.h"
+#include "agentr1/tasks/webshop/webshop_family.h"
 
 namespace agentr1::tasks {
 

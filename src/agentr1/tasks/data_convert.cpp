@@ -7,11 +7,11 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/tasks/dataset.h"
-#include "agentr1/tasks/hotpotqa_data.h"
-#include "agentr1/tasks/hotpotqa_family.h"
-#include "agentr1/tasks/webshop_catalog.h"
-#include "agentr1/tasks/webshop_family.h"
-#include "agentr1/tasks/webshop_goal.h"
+#include "agentr1/tasks/hotpotqa/hotpotqa_data.h"
+#include "agentr1/tasks/hotpotqa/hotpotqa_family.h"
+#include "agentr1/tasks/webshop/webshop_catalog.h"
+#include "agentr1/tasks/webshop/webshop_family.h"
+#include "agentr1/tasks/webshop/webshop_goal.h"
 
 namespace agentr1::tasks {
 namespace {

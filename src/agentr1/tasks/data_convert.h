@@ -52,7 +52,7 @@
 
 #include "agentr1/core/json.h"
 #include "agentr1/core/trajectory.h"
-#include "agentr1/tasks/arithmetic.h"
+#include "agentr1/tasks/data_split.h"
 
 namespace agentr1::tasks {
 

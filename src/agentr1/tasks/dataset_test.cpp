@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "agentr1/core/error.h"
-#include "agentr1/tasks/arithmetic.h"
+#include "agentr1/tasks/arithmetic/arithmetic.h"
 
 namespace agentr1::tasks {
 namespace {

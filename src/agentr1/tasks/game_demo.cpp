@@ -24,6 +24,24 @@ std::string with_admissible(const env::TextGame& game, const Sample& sample, std
 
 }  // namespace
 
+std::string assistant_action_text(const json& message, const std::string& end_of_turn) {
+  std::string out;
+  if (message.contains("content") && message["content"].is_string()) out = message["content"].get<std::string>();
+  if (message.contains("tool_calls") && message["tool_calls"].is_array()) {
+    bool first = true;
+    for (const auto& call : message["tool_calls"]) {
+      const json& fn = call.contains("function") ? call["function"] : call;
+      if (!first || !out.empty()) out += "\n";
+      first = false;
+      out += "<tool_call>\n{\"name\": \"" + fn.at("name").get<std::string>() + "\", \"arguments\": ";
+      const json& args = fn.at("arguments");
+      out += args.is_string() ? args.get<std::string>() : text::python_tojson(args);
+      out += "}\n</tool_call>";
+    }
+  }
+  return out + end_of_turn;
+}
+
 std::string game_action_text(const std::string& command) { return "<action>" + command + "</action>"; }
 
 json game_expert_demonstration(env::TextGame& game, const Sample& sample, const text::ChatTemplate& tmpl,

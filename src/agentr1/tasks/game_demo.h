@@ -1,4 +1,5 @@
-// agentr1/tasks/game_demo.h — SFT demonstrations of text games from their experts.
+// agentr1/tasks/game_demo.h — SFT demonstrations from experts: the text of an assistant
+// turn (tool calls or a game command) as the policy writes it, and whole text-game episodes.
 //
 //   AlfworldGame game(opts);
 //   json demo = game_expert_demonstration(game, sample, tmpl, "<|im_end|>", &rendered, 60);
@@ -21,6 +22,13 @@
 #include "agentr1/text/jinja/chat_template.h"
 
 namespace agentr1::tasks {
+
+// Hermes/Qwen form of one assistant message: its content, then for each tool call
+// ("\n" between parts) <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, then
+// end_of_turn. Object arguments are rendered with text::python_tojson (as the chat
+// template does); string arguments are copied verbatim. A missing or non-string content
+// counts as "". Throws Error (nlohmann's) when a tool call lacks "name" or "arguments".
+std::string assistant_action_text(const json& message, const std::string& end_of_turn);
 
 // The assistant text of one command: "<action>" + command + "</action>".
 std::string game_action_text(const std::string& command);

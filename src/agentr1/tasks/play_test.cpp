@@ -11,7 +11,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/env/tool.h"
-#include "agentr1/tasks/arithmetic_family.h"
+#include "agentr1/tasks/arithmetic/arithmetic_family.h"
 #include "agentr1/tasks/calculator.h"
 #include "agentr1/tasks/game_demo.h"
 #include "agentr1/tasks/reward.h"

@@ -27,7 +27,7 @@
 
 #include "agentr1/core/json.h"
 #include "agentr1/core/trajectory.h"
-#include "agentr1/tasks/arithmetic.h"
+#include "agentr1/tasks/data_split.h"
 #include "agentr1/text/jinja/chat_template.h"
 
 namespace agentr1::tasks {

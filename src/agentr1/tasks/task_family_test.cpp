@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "agentr1/core/error.h"
-#include "agentr1/tasks/arithmetic_family.h"
+#include "agentr1/tasks/arithmetic/arithmetic_family.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/calculator.h"
 #include "agentr1/text/jinja/chat_template.h"

@@ -1,0 +1,108 @@
+// agentr1/tasks/arithmetic_family.h — the "arithmetic" task family: calculator word
+// problems (arithmetic.h) with single-call expert demonstrations (demonstration.h).
+//
+//   // as the trainer builds it, from data.task = arithmetic, data.task_kwargs = {...}:
+//   auto fam = make_task_family("arithmetic", {{"min_level", 1}, {"max_level", 2}});
+//   // or directly:
+//   ArithmeticFamilyOptions o;
+//   o.max_level = 2;
+//   o.tools_in_prompt = false;
+//   ArithmeticFamily fam(o);
+//   std::vector<Sample> val = fam.make_dataset(DataSplit::kTest, 64, /*seed=*/1000004);
+//   // val[i].env_kwargs == {"tools": ["calculator"], "tools_in_prompt": false}
+//
+// task_kwargs keys (all optional; unknown keys, wrong types and out-of-range values
+// throw Error naming the key and the rule):
+//   min_level (int 1..4, default 1)       fewest operations per problem
+//   max_level (int 1..4, default 1)       most operations per problem (>= min_level)
+//   use_system_prompt (bool, true)        prompts start with kDefaultArithSystemPrompt
+//   tools_in_prompt (bool, true)          false: samples carry env_kwargs.tools_in_prompt
+//                                         = false (the ToolEnv leaves the tool schema out
+//                                         of the prompt; the calculator still runs)
+//   restate_expression (bool, false)      demonstrations end "<expr> = <v>\n#### <v>"
+//                                         (true) or "#### <v>" (false)
+//   demo_style ("single" | "per_step",    how the expert uses the calculator: one call
+//               default "single")         with the whole expression, or one call per
+//                                         operation on literal numbers (level calls, each
+//                                         using the results the calculator returned
+//                                         before: the multi-step variant, whose history
+//                                         grows by one turn per operation). The prompts
+//                                         and the reward are the same either way.
+//
+// The multi-step variant of the context experiment is
+//   data.task_kwargs={min_level: 4, max_level: 4, demo_style: per_step}
+// and rollout.max_steps >= level + 1 (the recipe_defaults below set it).
+//
+// Samples use agent "tool", env_kwargs.tools ["calculator"] and data_source
+// "arith_calc" (the gsm8k scorer); both are registered by register_builtin_tasks().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agentr1/core/json.h"
+#include "agentr1/tasks/arithmetic/demonstration.h"
+#include "agentr1/tasks/task_family.h"
+
+namespace agentr1::tasks {
+
+struct ArithmeticFamilyOptions {
+  int min_level = 1;                // fewest operations per problem (1..4)
+  int max_level = 1;                // most operations per problem (min_level..4)
+  bool use_system_prompt = true;    // prompts start with the task's system prompt
+  bool tools_in_prompt = true;      // false: every sample (datasets and demonstrations) gets
+                                    // env_kwargs.tools_in_prompt = false, and rendered
+                                    // demonstrations omit the tools block
+  bool restate_expression = false;  // demonstrations' final turn "<expr> = <v>\n#### <v>"
+                                    // (true) or "#### <v>" (false)
+  DemoStyle demo_style = DemoStyle::kSingleCall;  // one call, or one per operation
+
+  // Throws Error naming the key, the rule and the value.
+  void validate() const;
+  // From task_kwargs (null or {} = defaults). Throws Error naming the key and the rule
+  // for unknown keys (listing the known ones), wrong types and invalid values.
+  static ArithmeticFamilyOptions from_json(const json& kwargs);
+  // Every key, as from_json reads them.
+  json to_json() const;
+};
+
+class ArithmeticFamily : public TaskFamily {
+ public:
+  // Validates opts (throws Error as ArithmeticFamilyOptions::validate).
+  explicit ArithmeticFamily(ArithmeticFamilyOptions opts = {});
+
+  std::string name() const override { return "arithmetic"; }
+  const ArithmeticFamilyOptions& options() const { return opts_; }
+
+  // make_arith_dataset(n, seed) with the levels, split and prompt of the options (problem
+  // i is generate_problem(seed, i)), plus env_kwargs.tools_in_prompt = false when
+  // !options().tools_in_prompt. Throws Error if n < 0.
+  std::vector<Sample> make_dataset(DataSplit split, int64_t n, uint64_t seed) const override;
+
+  // For i in 0..n-1 the train-split problem generate_problem(seed, i): the sample as
+  // make_dataset(kTrain, n, seed) makes it, and the actions of its single-call expert
+  // demonstration (expert_demonstration with the calculator's schema and demo_style), each turned into
+  // text by assistant_action_text(_, end_of_turn). rendered (if non-null) gets the whole
+  // episode rendered with tmpl (no generation prompt, enable_thinking = false; the tools
+  // block only when tools_in_prompt). Throws Error if n < 0.
+  std::vector<json> demonstrations(int64_t n, uint64_t seed, const text::ChatTemplate& tmpl,
+                                   const std::string& end_of_turn,
+                                   std::vector<std::string>* rendered = nullptr) const override;
+
+  // With demo_style per_step: {"rollout.max_steps=<max_level + 1>"} (one turn per
+  // operation and one for the answer); none for single calls.
+  std::vector<std::string> recipe_defaults() const override;
+
+  // A tool episode (tasks/play.h) whose expert is the demonstration's: the calls as
+  // JSON {"name": "calculator", "arguments": {...}}, then the answer text. The problem
+  // is regenerated from extra_info (seed, index, split); a sample that does not match
+  // (e.g. from a file) gets no expert.
+  std::unique_ptr<PlayEpisode> play_episode(const Sample& sample) const override;
+
+ private:
+  ArithDatasetOptions dataset_options(DataSplit split) const;
+  ArithmeticFamilyOptions opts_;
+};
+
+}  // namespace agentr1::tasks
