@@ -1,7 +1,7 @@
 // bench/bench_model.h — the model shapes the benches share:
 //   bench_config()   ~4.2M-parameter Qwen3 config of the generation benches (vocab 4096,
 //                    hidden 256, 4 layers, 4/2 heads, head_dim 64, intermediate 768, tied)
-//   builtin_shape()  the built-in default model's shape (train/default_recipe.h), for
+//   builtin_shape()  the built-in default model's shape (sft/default_recipe.h), for
 //                    the learner benches
 //   qwen3_06b_shape() Qwen3-0.6B's shape (596M parameters), the real-size case
 #pragma once

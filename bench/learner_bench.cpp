@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "agentr1/model/transformer.h"
-#include "agentr1/train/sft.h"
-#include "agentr1/train/batch.h"
+#include "agentr1/sft/sft.h"
+#include "agentr1/train/learner/batch.h"
 #include "bench_model.h"
 
 using namespace agentr1;

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "agentr1/model/transformer.h"
-#include "agentr1/train/batch.h"
-#include "agentr1/train/scoring.h"
+#include "agentr1/train/learner/batch.h"
+#include "agentr1/train/learner/scoring.h"
 #include "bench_model.h"
 
 using namespace agentr1;

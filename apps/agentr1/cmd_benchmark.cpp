@@ -1,7 +1,7 @@
 // agentr1 benchmark — Agent-R1's main table on the built-in model: for each task family
 // (arithmetic, hotpotqa, alfworld seen/unseen, webshop score/success) the training-free
 // baseline and each RL method (GRPO, PPO, RLOO, REINFORCE++, REINFORCE) from the same
-// checkpoint, seeds and budget (train/benchmark.h). Writes <out>/benchmark.{md,json}, a
+// checkpoint, seeds and budget (experiments/benchmark.h). Writes <out>/benchmark.{md,json}, a
 // validation-curve PNG per family (<out>/<family>/val_success.png) and a summary PNG of
 // final success per family and method (<out>/summary.png).
 // The budgets, families and built-in models come from configs/benchmark.yaml, the methods
@@ -27,8 +27,8 @@
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
-#include "agentr1/train/benchmark.h"
-#include "agentr1/train/compare.h"
+#include "agentr1/experiments/benchmark.h"
+#include "agentr1/experiments/compare.h"
 #include "agentr1/train/run_dir.h"
 #include "child_process.h"
 #include "command.h"

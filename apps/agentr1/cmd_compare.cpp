@@ -14,7 +14,7 @@
 
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
-#include "agentr1/train/compare.h"
+#include "agentr1/experiments/compare.h"
 #include "agentr1/train/train_config.h"
 #include "command.h"
 #include "data_dir.h"

@@ -44,7 +44,7 @@
 #include "agentr1/text/tokenizer/tokenizer.h"
 #include "agentr1/text/tool_format/tool_format.h"
 #include "command.h"
-#include "openai_server.h"
+#include "agentr1/serve/openai_server.h"
 
 namespace {
 

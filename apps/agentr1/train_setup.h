@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "agentr1/core/json.h"
-#include "agentr1/train/compare.h"
+#include "agentr1/experiments/compare.h"
 
 namespace agentr1::cli {
 

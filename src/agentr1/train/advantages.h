@@ -22,7 +22,7 @@
 #include "agentr1/algo/kl.h"
 #include "agentr1/algo/kl_controller.h"
 #include "agentr1/core/trajectory.h"
-#include "agentr1/train/batch.h"
+#include "agentr1/train/learner/batch.h"
 #include "agentr1/train/train_config.h"
 
 namespace agentr1::train {

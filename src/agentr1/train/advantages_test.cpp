@@ -10,7 +10,7 @@
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/model/model_test_util.h"
-#include "agentr1/train/actor.h"
+#include "agentr1/train/learner/actor.h"
 
 namespace agentr1::train {
 namespace {

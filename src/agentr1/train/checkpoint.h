@@ -17,8 +17,8 @@
 
 #include "agentr1/core/json.h"
 #include "agentr1/model/transformer.h"
-#include "agentr1/train/critic.h"
-#include "agentr1/train/optimizer.h"
+#include "agentr1/train/learner/critic.h"
+#include "agentr1/train/learner/optimizer.h"
 #include "agentr1/train/run_dir.h"
 
 namespace agentr1::train {

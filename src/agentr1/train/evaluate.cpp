@@ -1,6 +1,6 @@
 #include "agentr1/train/evaluate.h"
 
-#include "agentr1/train/distributed.h"
+#include "agentr1/train/distributed/distributed.h"
 
 #include <chrono>
 

@@ -19,8 +19,8 @@
 #include "agentr1/tasks/task_family.h"
 #include "agentr1/text/jinja/chat_template.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
-#include "agentr1/train/async_rollout_source.h"
-#include "agentr1/train/batch.h"
+#include "agentr1/train/rollout/async_rollout_source.h"
+#include "agentr1/train/learner/batch.h"
 #include "agentr1/train/device.h"
 
 namespace agentr1::train {

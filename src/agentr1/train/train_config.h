@@ -17,10 +17,10 @@
 #include "agentr1/algo/kl_controller.h"
 #include "agentr1/core/json.h"
 #include "agentr1/flow/agent_flow.h"
-#include "agentr1/train/actor.h"
-#include "agentr1/train/critic.h"
+#include "agentr1/train/learner/actor.h"
+#include "agentr1/train/learner/critic.h"
 #include "agentr1/train/health.h"
-#include "agentr1/train/remote_rollout_source.h"
+#include "agentr1/train/rollout/remote_rollout_source.h"
 
 namespace agentr1::train {
 

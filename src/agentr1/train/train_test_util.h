@@ -26,7 +26,7 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
-#include "agentr1/train/distributed.h"
+#include "agentr1/train/distributed/distributed.h"
 #include "agentr1/train/run_dir.h"
 
 namespace agentr1::train::testing {

@@ -1,0 +1,360 @@
+#include "agentr1/experiments/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <sstream>
+
+#include "agentr1/core/config.h"
+#include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
+#include "agentr1/sft/default_recipe.h"
+#include "agentr1/train/rl_trainer.h"
+#include "agentr1/train/run_dir.h"
+#include "agentr1/train/train_config.h"
+
+namespace agentr1::train {
+
+namespace {
+
+double metric(const json& j, const std::string& key, double fallback = NAN) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+// The lines of a run's metrics.jsonl that have a numeric `key`, by step (a resumed run
+// may log a step twice: the last line wins). Throws Error if the file cannot be read.
+std::map<int64_t, json> lines_with(const std::string& metrics_path, const std::string& key) {
+  std::ifstream f(metrics_path);
+  AGENTR1_CHECK(f.good(), "cannot read '" << metrics_path << "'");
+  std::map<int64_t, json> by_step;
+  std::string line;
+  while (std::getline(f, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+    if (std::isnan(metric(j, key))) continue;
+    const int64_t step = j["step"].get<int64_t>();
+    by_step[step] = std::move(j);
+  }
+  return by_step;
+}
+
+// Mean of critic/score/mean over the last `n` training steps.
+double last_train_reward(const std::string& metrics_path, int n) {
+  const std::map<int64_t, json> steps = lines_with(metrics_path, "critic/score/mean");
+  if (steps.empty()) return NAN;
+  double sum = 0;
+  int k = 0;
+  for (auto it = steps.rbegin(); it != steps.rend() && k < n; ++it, ++k) sum += metric(it->second, "critic/score/mean");
+  return sum / k;
+}
+
+// The names of a recipe's default list (`what`, e.g. "comparison recipe: default_methods"),
+// each checked against the table.
+std::vector<std::string> parse_default_names(const json& d, const MethodTable& table, const std::string& what) {
+  AGENTR1_CHECK(d.is_array() && !d.empty(), what << " must be a non-empty list of names, got " << describe_value(d));
+  std::vector<std::string> out;
+  for (const json& m : d) {
+    AGENTR1_CHECK(m.is_string(), what << " must list names (strings), got " << describe_value(m));
+    with_context(what, [&] { return method_overrides(table, m.get<std::string>()); });
+    out.push_back(m.get<std::string>());
+  }
+  return out;
+}
+
+std::string fmt(double x, int prec = 3) {
+  if (std::isnan(x)) return "-";
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(prec) << x;
+  return o.str();
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+}  // namespace
+
+MethodTable parse_method_table(const json& methods) {
+  const char* rule = "a map of method name -> list of \"key=value\" config overrides";
+  AGENTR1_CHECK(methods.is_object() && !methods.empty(),
+                "comparison method table must be " << rule << " with at least one method, got "
+                                                   << describe_value(methods));
+  MethodTable table;
+  for (auto it = methods.begin(); it != methods.end(); ++it) {
+    const std::string& name = it.key();
+    AGENTR1_CHECK(!name.empty(), "comparison method table: a method name is empty; names must be non-empty");
+    const json& list = it.value();
+    AGENTR1_CHECK(list.is_array(), "comparison method '" << name << "' must be a list of \"key=value\" config "
+                                                         << "overrides, got " << describe_value(list));
+    std::vector<std::string> overrides;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& o = list[i];
+      const bool ok = o.is_string() && (o.get<std::string>().find('=') != std::string::npos ||
+                                        (o.get<std::string>().size() > 1 && o.get<std::string>()[0] == '~'));
+      AGENTR1_CHECK(ok, "comparison method '" << name << "': override " << i + 1
+                                              << " must be a \"key=value\" (or \"~key\") string, got "
+                                              << describe_value(o));
+      overrides.push_back(o.get<std::string>());
+    }
+    table.emplace_back(name, std::move(overrides));
+  }
+  return table;
+}
+
+CompareRecipe parse_compare_recipe(const json& recipe) {
+  AGENTR1_CHECK(recipe.is_object(), "comparison recipe must be a map with keys methods and default_methods, got "
+                                        << describe_value(recipe));
+  for (auto it = recipe.begin(); it != recipe.end(); ++it)
+    AGENTR1_CHECK(it.key() == "methods" || it.key() == "default_methods",
+                  "comparison recipe: unknown key '" << it.key() << "'; known: methods, default_methods");
+  AGENTR1_CHECK(recipe.contains("methods"), "comparison recipe: missing 'methods' (the method table)");
+  CompareRecipe r;
+  r.methods = with_context("comparison recipe: methods", [&] { return parse_method_table(recipe["methods"]); });
+  r.default_methods = parse_default_names(recipe.contains("default_methods") ? recipe["default_methods"] : json(),
+                                          r.methods, "comparison recipe: default_methods");
+  return r;
+}
+
+ContextRecipe parse_context_recipe(const json& recipe) {
+  const char* keys = "builtin_model, config, contexts, default_contexts";
+  AGENTR1_CHECK(recipe.is_object(), "context recipe must be a map with keys " << keys << ", got "
+                                                                              << describe_value(recipe));
+  for (auto it = recipe.begin(); it != recipe.end(); ++it)
+    AGENTR1_CHECK(it.key() == "builtin_model" || it.key() == "config" || it.key() == "contexts" ||
+                      it.key() == "default_contexts",
+                  "context recipe: unknown key '" << it.key() << "'; known: " << keys);
+  ContextRecipe r;
+  for (const char* k : {"builtin_model", "config"}) {
+    if (!recipe.contains(k) || recipe[k].is_null()) continue;
+    AGENTR1_CHECK(recipe[k].is_object(), "context recipe: '" << k << "' must be a map, got " << describe_value(recipe[k]));
+    (std::string(k) == "config" ? r.config : r.builtin_model) = recipe[k];
+  }
+  with_context("context recipe: builtin_model", [&] {
+    DefaultModelOptions probe;
+    probe.apply_json(r.builtin_model);
+    return 0;
+  });
+  AGENTR1_CHECK(recipe.contains("contexts"), "context recipe: missing 'contexts' (name -> config overrides)");
+  r.contexts = with_context("context recipe: contexts", [&] { return parse_method_table(recipe["contexts"]); });
+  r.default_contexts = parse_default_names(recipe.contains("default_contexts") ? recipe["default_contexts"] : json(),
+                                           r.contexts, "context recipe: default_contexts");
+  return r;
+}
+
+const std::vector<std::string> kRunMeanKeys = {"env/prompt_tokens_mean/mean",     "env/prompt_tokens_max/mean",
+                                               "batch/row_tokens_per_trajectory", "env/context_omitted_turns/mean",
+                                               "env/summary_steps/mean",          "env/context_overflow/mean",
+                                               "env/num_turns/mean",              "env/response_length/mean"};
+
+std::map<std::string, double> read_run_means(const std::string& metrics_path, const std::vector<std::string>& keys) {
+  const std::map<int64_t, json> by_step = lines_with(metrics_path, "critic/score/mean");  // training steps
+  std::map<std::string, double> out;
+  for (const auto& k : keys) {
+    double sum = 0;
+    int64_t n = 0;
+    for (const auto& [step, j] : by_step) {
+      const double v = metric(j, k);
+      if (std::isnan(v)) continue;
+      sum += v;
+      ++n;
+    }
+    out[k] = n > 0 ? sum / static_cast<double>(n) : NAN;
+  }
+  return out;
+}
+
+double success_stderr(double p, int64_t n) {
+  if (n <= 0) return 0;
+  const double q = std::clamp(p, 0.0, 1.0);
+  return std::sqrt(q * (1 - q) / static_cast<double>(n));
+}
+
+std::vector<std::string> known_methods(const MethodTable& table) {
+  std::vector<std::string> out;
+  for (const auto& m : table) out.push_back(m.first);
+  return out;
+}
+
+std::vector<std::string> method_overrides(const MethodTable& table, const std::string& method) {
+  for (const auto& m : table)
+    if (m.first == method) return m.second;
+  throw Error("unknown comparison method '" + method + "'; known: " +
+              (table.empty() ? std::string("none (the method table is empty)") : join(known_methods(table))));
+}
+
+std::vector<std::pair<int64_t, double>> read_validation_curve(const std::string& metrics_path) {
+  std::map<int64_t, double> by_step;
+  for (const auto& [step, j] : lines_with(metrics_path, "val/success/greedy")) by_step[step] = metric(j, "val/success/greedy");
+  return {by_step.begin(), by_step.end()};
+}
+
+void check_methods(const MethodTable& table, const std::vector<std::string>& methods) {
+  AGENTR1_CHECK(!methods.empty(), "compare: no methods given; known: " << join(known_methods(table)));
+  for (size_t i = 0; i < methods.size(); ++i) {
+    method_overrides(table, methods[i]);
+    for (size_t k = 0; k < i; ++k)
+      AGENTR1_CHECK(methods[k] != methods[i],
+                    "compare: method '" << methods[i] << "' is listed twice (each run needs its own directory)");
+  }
+}
+
+CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) {
+  check_methods(opts.method_table, opts.methods);
+  // Every method must make a valid config before the first (long) run starts.
+  for (const std::string& method : opts.methods) {
+    const std::vector<std::string> overrides = method_overrides(opts.method_table, method);
+    with_context("compare method '" + method + "'", [&] {
+      json tree = base_tree;
+      for (const auto& o : overrides) apply_override(tree, o);
+      return load_train_config(tree);
+    });
+  }
+  if (!opts.overwrite) {
+    for (const std::string& method : opts.methods) {
+      const std::string dir = opts.out_dir + "/" + method;
+      AGENTR1_CHECK(!std::filesystem::exists(dir + "/metrics.jsonl") && !std::filesystem::exists(dir + "/checkpoints"),
+                    "compare: '" << dir << "' already holds a run of method '" << method
+                                 << "'; HINT: --overwrite to run the comparison again there, or --out DIR");
+    }
+  }
+  CompareResult res;
+  res.out_dir = opts.out_dir;
+  res.kind = opts.kind;
+  make_dirs(opts.out_dir);
+  for (size_t i = 0; i < opts.methods.size(); ++i) {
+    const std::string& method = opts.methods[i];
+    json tree = base_tree;
+    for (const auto& o : method_overrides(opts.method_table, method)) apply_override(tree, o);
+    apply_override(tree, "trainer.output_dir=" + opts.out_dir + "/" + method);
+    apply_override(tree, "trainer.run_name=" + method);
+    AGENTR1_LOG(INFO) << "compare: method " << i + 1 << "/" << opts.methods.size() << ": " << method;
+    TrainConfig cfg = with_context("compare method '" + method + "'", [&] { return load_train_config(tree); });
+    RunSummary s;
+    {
+      RLTrainer trainer(cfg, tree);
+      s = trainer.run(opts.overwrite ? RunMode::kOverwrite : RunMode::kFresh);
+    }
+    MethodResult m;
+    m.method = method;
+    m.run_dir = s.run_dir;
+    m.baseline = s.baseline;
+    m.final_eval = s.final_eval;
+    m.wall_s = s.wall_s;
+    m.curve = read_validation_curve(s.run_dir + "/metrics.jsonl");
+    m.train_reward_last = last_train_reward(s.run_dir + "/metrics.jsonl", 5);
+    m.run_means = read_run_means(s.run_dir + "/metrics.jsonl", kRunMeanKeys);
+    if (i == 0) res.baseline = s.baseline;
+    res.baseline_spread =
+        std::max(res.baseline_spread, std::abs(s.baseline.greedy_success - res.baseline.greedy_success));
+    res.methods.push_back(std::move(m));
+  }
+  if (!opts.write_tables) return res;
+  RunDir out(opts.out_dir);
+  const std::string table = format_comparison(res);
+  out.write_text("comparison.md", table);
+  json j;
+  j["baseline"] = res.baseline.to_json();
+  j["baseline_spread"] = res.baseline_spread;
+  j["baseline"]["greedy_success_stderr"] = success_stderr(res.baseline.greedy_success, res.baseline.num_prompts);
+  j["kind"] = res.kind == CompareKind::kContexts ? "contexts" : "methods";
+  j["methods"] = json::array();
+  for (const auto& m : res.methods) {
+    json e;
+    e["method"] = m.method;
+    e["run_dir"] = m.run_dir;
+    e["final"] = m.final_eval.to_json();
+    e["final"]["greedy_success_stderr"] = success_stderr(m.final_eval.greedy_success, m.final_eval.num_prompts);
+    e["run_means"] = json::object();
+    for (const auto& [k, v] : m.run_means) e["run_means"][k] = std::isnan(v) ? json(nullptr) : json(v);
+    e["train_reward_last5"] = std::isnan(m.train_reward_last) ? json(nullptr) : json(m.train_reward_last);
+    e["wall_s"] = m.wall_s;
+    e["curve"] = json::array();
+    for (const auto& [step, acc] : m.curve) e["curve"].push_back({step, acc});
+    j["methods"].push_back(e);
+  }
+  out.write_json("comparison.json", j);
+  return res;
+}
+
+namespace {
+
+// "0.578 ± 0.044": a success rate and its standard error.
+std::string with_stderr(double p, int64_t n) { return fmt(p) + " ± " + fmt(success_stderr(p, n)); }
+
+double run_mean(const MethodResult& m, const std::string& key) {
+  auto it = m.run_means.find(key);
+  return it == m.run_means.end() ? NAN : it->second;
+}
+
+std::string format_methods(const CompareResult& r) {
+  std::ostringstream o;
+  const auto& b = r.baseline;
+  const std::string k = std::to_string(b.k);
+  o << "| method | greedy acc ± s.e. | gain | mean@" << k << " | val reward | train reward (last 5) | response tokens | "
+    << "turns | tool calls | wall s |\n";
+  o << "|---|---|---|---|---|---|---|---|---|---|\n";
+  o << "| training-free baseline | " << with_stderr(b.greedy_success, b.num_prompts) << " | - | "
+    << (b.k > 0 ? fmt(b.mean_at_k) : "-") << " | " << fmt(b.greedy_reward) << " | - | "
+    << fmt(b.mean_response_length, 1) << " | " << fmt(b.mean_turns, 2) << " | " << fmt(b.mean_tool_calls, 2)
+    << " | - |\n";
+  for (const auto& m : r.methods) {
+    const auto& f = m.final_eval;
+    const double gain = f.greedy_success - b.greedy_success;
+    o << "| " << m.method << " | " << with_stderr(f.greedy_success, f.num_prompts) << " | " << (gain >= 0 ? "+" : "")
+      << fmt(gain) << " | " << (f.k > 0 ? fmt(f.mean_at_k) : "-") << " | " << fmt(f.greedy_reward) << " | "
+      << fmt(m.train_reward_last) << " | " << fmt(f.mean_response_length, 1) << " | " << fmt(f.mean_turns, 2)
+      << " | " << fmt(f.mean_tool_calls, 2) << " | " << fmt(m.wall_s, 0) << " |\n";
+  }
+  return o.str();
+}
+
+// Each context run's own step-0 validation is its baseline (the policies show the same
+// model different prompts, so the training-free accuracy differs per context).
+std::string format_contexts(const CompareResult& r) {
+  std::ostringstream o;
+  o << "| context | greedy acc ± s.e. (step 0) | greedy acc ± s.e. (final) | gain | val reward | "
+    << "prompt tokens/step (mean / max) | response tokens | turns | learner tokens/trajectory | "
+    << "turns left out | summaries | context overflows | wall s |\n";
+  o << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& m : r.methods) {
+    const auto& f = m.final_eval;
+    const double gain = f.greedy_success - m.baseline.greedy_success;
+    o << "| " << m.method << " | " << with_stderr(m.baseline.greedy_success, m.baseline.num_prompts) << " | "
+      << with_stderr(f.greedy_success, f.num_prompts) << " | " << (gain >= 0 ? "+" : "") << fmt(gain) << " | "
+      << fmt(f.greedy_reward) << " | " << fmt(run_mean(m, "env/prompt_tokens_mean/mean"), 1) << " / "
+      << fmt(run_mean(m, "env/prompt_tokens_max/mean"), 1) << " | " << fmt(f.mean_response_length, 1) << " | "
+      << fmt(f.mean_turns, 2) << " | " << fmt(run_mean(m, "batch/row_tokens_per_trajectory"), 1) << " | "
+      << fmt(run_mean(m, "env/context_omitted_turns/mean"), 2) << " | " << fmt(run_mean(m, "env/summary_steps/mean"), 2)
+      << " | " << fmt(run_mean(m, "env/context_overflow/mean"), 3) << " | " << fmt(m.wall_s, 0) << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace
+
+std::string format_comparison(const CompareResult& r) {
+  std::ostringstream o;
+  const auto& b = r.baseline;
+  if (r.kind == CompareKind::kContexts) {
+    o << format_contexts(r);
+    o << "\n" << b.num_prompts << " held-out prompts; greedy acc = greedy success rate (s.e. = standard error over "
+      << "the prompts); gain = final minus the run's step-0 accuracy; prompt tokens, learner tokens (rows the learner "
+      << "forwards), turns left out, summaries and overflows are means per trajectory over all training steps; "
+      << "response tokens and turns are per greedy validation episode.\n";
+    return o.str();
+  }
+  o << format_methods(r);
+  o << "\n" << b.num_prompts << " held-out prompts; greedy acc = greedy success rate (s.e. = its standard error over "
+    << "the prompts); gain = over the baseline";
+  if (r.baseline_spread > 0) o << " (the runs' step-0 validations differed by up to " << fmt(r.baseline_spread) << ")";
+  o << ".\n";
+  return o.str();
+}
+
+}  // namespace agentr1::train

@@ -1,0 +1,84 @@
+#include "agentr1/train/learner/scoring.h"
+
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "agentr1/core/error.h"
+
+namespace agentr1::train {
+
+at::Tensor batch_hidden_states(model::TransformerImpl& model, const TrainBatch& batch) {
+  if (!batch.tree_ids.defined())
+    return model.hidden_states(batch.input_ids, batch.positions, batch.segment_ids, batch.prefix_ids);
+  const at::Tensor h = model.hidden_states_tree(batch.tree_ids, batch.tree_positions, batch.tree_index,
+                                               batch.tree_own, batch.tree_own_mask);  // [N,H]
+  const int64_t b = batch.tree_index.size(0), t = batch.tree_index.size(1);
+  return h.index_select(0, batch.tree_index.reshape({-1})).view({b, t, h.size(1)});
+}
+
+at::Tensor batch_logits(model::TransformerImpl& model, const TrainBatch& batch) {
+  if (!batch.tree_ids.defined())
+    return model.forward(batch.input_ids, batch.positions, batch.segment_ids, batch.prefix_ids).slice(1, 0, -1);
+  return model.logits_from_hidden(batch_hidden_states(model, batch).slice(/*dim=*/1, 0, -1));
+}
+
+at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, at::Tensor* entropy,
+                           double temperature) {
+  at::Tensor logits = batch_logits(*model, batch);  // [B,T-1,V]
+  if (temperature != 1.0) logits = logits / temperature;
+  at::Tensor logp_all = at::log_softmax(logits, /*dim=*/-1);  // [B,T-1,V]
+  at::Tensor lp = logp_all.gather(/*dim=*/-1, batch.targets.unsqueeze(-1)).squeeze(-1);
+  if (entropy != nullptr) *entropy = -(logp_all.exp() * logp_all).sum(/*dim=*/-1);
+  return lp;
+}
+
+namespace {
+
+// Writes a [B,T-1] host tensor into rows[b.rows[i]].*field.
+void write_back(std::vector<PackedRow>& rows, const TrainBatch& b, std::vector<float> PackedRow::*field,
+                const at::Tensor& host) {
+  auto acc = host.accessor<float, 2>();
+  const size_t p = static_cast<size_t>(b.prefix_len);
+  for (size_t i = 0; i < b.rows.size(); ++i) {
+    PackedRow& row = rows[static_cast<size_t>(b.rows[i])];
+    std::vector<float>& out = row.*field;
+    out.assign(row.tokens.size(), 0.0f);  // token 0 and prefix tokens 1..p stay 0
+    for (size_t t = p + 1; t < row.tokens.size(); ++t) out[t] = acc[static_cast<int64_t>(i)][static_cast<int64_t>(t - p - 1)];
+  }
+}
+
+// The rows are host vectors, so scores come back to host memory to be written there.
+at::Tensor to_host(const at::Tensor& x) { return x.to(at::Device(at::kCPU), at::kFloat).contiguous(); }
+
+}  // namespace
+
+void score_rows(std::vector<PackedRow>& rows, std::vector<float> PackedRow::*field, const ScoringOptions& o,
+                const std::function<at::Tensor(const TrainBatch&)>& fn) {
+  torch::NoGradGuard no_grad;
+  for (const auto& mb : make_micro_batches(rows, o.micro_batch_size, o.micro_batch_max_tokens, o.tree_packing)) {
+    const TrainBatch b = collate(rows, mb, o.min_shared_prefix, o.device, o.tree_packing);
+    write_back(rows, b, field, to_host(fn(b)));
+  }
+}
+
+void score_logprobs(model::Transformer& model, std::vector<PackedRow>& rows, std::vector<float> PackedRow::*field,
+                    const ScoringOptions& o, std::vector<float> PackedRow::*entropy_field) {
+  AGENTR1_CHECK(o.temperature > 0, "score_logprobs: temperature must be > 0, got " << o.temperature);
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  try {
+    for (const auto& mb : make_micro_batches(rows, o.micro_batch_size, o.micro_batch_max_tokens, o.tree_packing)) {
+      const TrainBatch b = collate(rows, mb, o.min_shared_prefix, o.device, o.tree_packing);
+      at::Tensor ent;
+      at::Tensor lp = target_logprobs(model, b, entropy_field != nullptr ? &ent : nullptr, o.temperature);
+      write_back(rows, b, field, to_host(lp));
+      if (entropy_field != nullptr) write_back(rows, b, entropy_field, to_host(ent));
+    }
+  } catch (...) {
+    model->train(was_training);
+    throw;
+  }
+  model->train(was_training);
+}
+
+}  // namespace agentr1::train
