@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "agentr1/core/log.h"
+#include "agentr1/core/timing.h"
 #include "agentr1/model/kv_cache.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/rollout/engine.h"
@@ -189,10 +190,6 @@ bool validate(model::Transformer& m, const Args& a, int max_new, const char* nam
               "logits of the two modes within %.2e\n",
               name, std::max(big, 2), max_new, diff);
   return true;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void measure(model::Transformer& m, const Args& a, int max_new, const char* name) {

@@ -31,6 +31,7 @@
 
 #include "agentr1/core/json.h"
 #include "agentr1/core/log.h"
+#include "agentr1/core/timing.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/rollout/engine.h"
 #include "bench_env.h"
@@ -99,10 +100,6 @@ std::vector<TokenIds> prompts(int batch, int len, uint64_t seed, int64_t vocab) 
   for (auto& p : out)
     for (int i = 0; i < len; ++i) p.push_back(d(g));
   return out;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Engine: all rows submitted at once, exactly max_new tokens each (no stop tokens).

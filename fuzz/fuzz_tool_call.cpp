@@ -11,11 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/strings.h"
 #include "agentr1/text/tool_format/tool_format.h"
 #include "fuzz_util.h"
 
 namespace {
 
+using agentr1::trim;
 using agentr1::text::ToolFormat;
 
 // The order the selector digits follow; fixed so that committed seeds keep their format
@@ -35,15 +37,6 @@ std::vector<std::unique_ptr<ToolFormat>> make_all_formats() {
     FUZZ_REQUIRE(out.back()->name() == n);
   }
   return out;
-}
-
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && is_ws(s[b])) ++b;
-  while (e > b && is_ws(s[e - 1])) --e;
-  return s.substr(b, e - b);
 }
 
 agentr1::text::ParsedResponse parse_or_abort(const ToolFormat& fmt, const std::string& text) {

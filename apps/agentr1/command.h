@@ -19,6 +19,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "agentr1/core/strings.h"
+
 namespace agentr1::cli {
 
 using RunFn = std::function<int()>;
@@ -49,12 +51,6 @@ inline std::vector<std::string> split_csv(const std::string& s) {
   std::string item;
   while (std::getline(ss, item, ','))
     if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-inline std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string out;
-  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
   return out;
 }
 

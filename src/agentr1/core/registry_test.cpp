@@ -6,6 +6,7 @@
 #include <string>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 
 namespace agentr1 {
 namespace {
@@ -31,14 +32,11 @@ struct Circle : Shape {
 
 using ShapeRegistry = Registry<Shape, int, const std::string&>;
 
+// The agentr1::Error message of fn(); a test failure when it throws none.
 std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected agentr1::Error";
-  return "";
+  const std::string e = agentr1::testing::error_of(fn);
+  if (e.empty()) ADD_FAILURE() << "expected agentr1::Error";
+  return e;
 }
 
 TEST(Registry, CreatePassesArgumentsToTheFactory) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/env/tool.h"
 
 namespace agentr1::env {
@@ -33,14 +34,7 @@ class PingTool : public Tool {
   ToolResult execute(const json&) override { return {"pong", std::nullopt, json::object()}; }
 };
 
-std::string what_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using agentr1::testing::error_of;
 
 TEST(EnvRegistry, CreatesRegisteredEnvsWithKwargs) {
   register_env("null_env", [](const EnvContext&, const json& kw) {
@@ -55,7 +49,7 @@ TEST(EnvRegistry, CreatesRegisteredEnvsWithKwargs) {
 }
 
 TEST(EnvRegistry, UnknownNameListsKnownOnes) {
-  const std::string msg = what_of([] { make_env("nope", EnvContext{}, json::object()); });
+  const std::string msg = error_of([] { make_env("nope", EnvContext{}, json::object()); });
   EXPECT_NE(msg.find("unknown AgentEnv 'nope'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("tool"), std::string::npos) << msg;
 }
@@ -63,9 +57,9 @@ TEST(EnvRegistry, UnknownNameListsKnownOnes) {
 TEST(EnvRegistry, RegisteringTwiceFails) {
   auto f = [](const EnvContext&, const json& kw) { return std::make_unique<NullEnv>(kw); };
   register_env("twice_env", f);
-  const std::string msg = what_of([&] { register_env("twice_env", f); });
+  const std::string msg = error_of([&] { register_env("twice_env", f); });
   EXPECT_NE(msg.find("'twice_env' is registered twice"), std::string::npos) << msg;
-  EXPECT_NE(what_of([&] { register_env("tool", f); }), "");
+  EXPECT_NE(error_of([&] { register_env("tool", f); }), "");
 }
 
 TEST(ToolRegistry, MakesToolsAndSchemas) {
@@ -83,13 +77,13 @@ TEST(ToolRegistry, MakesToolsAndSchemas) {
 
 TEST(ToolRegistry, UnknownTwiceAndMisnamed) {
   register_tool("ping2", [](const json&) { return std::make_unique<PingTool>(); });
-  std::string msg = what_of([] { make_tool("pong"); });
+  std::string msg = error_of([] { make_tool("pong"); });
   EXPECT_NE(msg.find("unknown tool 'pong'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("ping2"), std::string::npos) << msg;
-  msg = what_of([] { register_tool("ping2", [](const json&) { return std::make_unique<PingTool>(); }); });
+  msg = error_of([] { register_tool("ping2", [](const json&) { return std::make_unique<PingTool>(); }); });
   EXPECT_NE(msg.find("registered twice"), std::string::npos) << msg;
   // Registered as "ping2" but calls itself "ping": the model could never call it.
-  msg = what_of([] { make_tool("ping2"); });
+  msg = error_of([] { make_tool("ping2"); });
   EXPECT_NE(msg.find("reports name() 'ping'"), std::string::npos) << msg;
 }
 

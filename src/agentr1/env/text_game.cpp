@@ -4,6 +4,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/registry.h"
+#include "agentr1/core/strings.h"
 #include "agentr1/text/jinja/chat_template.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
 
@@ -11,14 +12,6 @@ namespace agentr1::env {
 namespace {
 
 using GameRegistry = Registry<TextGame, const json&>;
-
-std::string trim(const std::string& s) {
-  const char* ws = " \t\r\n";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
 
 std::string one_line(std::string s) {
   for (char& c : s)

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/core/thread_pool.h"
 #include "agentr1/text/tokenizer/byte_level.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
@@ -158,14 +159,7 @@ struct EnvFixture : ::testing::Test {
   }
 };
 
-std::string what_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using agentr1::testing::error_of;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -189,47 +183,47 @@ TEST_F(EnvFixture, OptionsFromJsonAndErrors) {
   EXPECT_EQ(o.max_tool_calls_per_turn, 2);
   EXPECT_EQ(ToolEnvOptions::from_json(o.to_json()).to_json(), o.to_json());
 
-  std::string msg = what_of([] { ToolEnvOptions::from_json(json{{"tool", json::array()}}); });
+  std::string msg = error_of([] { ToolEnvOptions::from_json(json{{"tool", json::array()}}); });
   EXPECT_TRUE(contains(msg, "unknown tool env option 'tool'")) << msg;
   EXPECT_TRUE(contains(msg, "tools, tool_kwargs, tool_format")) << msg;
-  msg = what_of([] { ToolEnvOptions::from_json(json{{"tool_timeout_s", "5"}}); });
+  msg = error_of([] { ToolEnvOptions::from_json(json{{"tool_timeout_s", "5"}}); });
   EXPECT_TRUE(contains(msg, "'tool_timeout_s' must be a number")) << msg;
-  msg = what_of([] { ToolEnvOptions::from_json(json{{"max_tool_calls_per_turn", 0}}); });
+  msg = error_of([] { ToolEnvOptions::from_json(json{{"max_tool_calls_per_turn", 0}}); });
   EXPECT_TRUE(contains(msg, "'max_tool_calls_per_turn' must be >= 1, got 0")) << msg;
-  msg = what_of([] { ToolEnvOptions::from_json(json{{"tool_kwargs", {{"adder", json::object()}}}}); });
+  msg = error_of([] { ToolEnvOptions::from_json(json{{"tool_kwargs", {{"adder", json::object()}}}}); });
   EXPECT_TRUE(contains(msg, "not in 'tools'")) << msg;
 }
 
 TEST_F(EnvFixture, ConstructionErrors) {
   ToolEnvOptions o;
   o.tools = {"adder", "nope"};
-  std::string msg = what_of([&] { ToolEnv env(ctx(), o); });
+  std::string msg = error_of([&] { ToolEnv env(ctx(), o); });
   EXPECT_TRUE(contains(msg, "unknown tool 'nope'")) << msg;
   EXPECT_TRUE(contains(msg, "adder")) << msg;
   o.tools = {"adder"};
   o.context = "sliding";
-  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  msg = error_of([&] { ToolEnv env(ctx(), o); });
   EXPECT_TRUE(contains(msg, "unknown context policy 'sliding'; known: append_only, rerender, sliding_window, "
                             "summarize, token_budget")) << msg;
   o.context = json{{"type", "summarize"}};  // EnvContext has no generator here
-  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  msg = error_of([&] { ToolEnv env(ctx(), o); });
   EXPECT_TRUE(contains(msg, "needs a generator")) << msg;
   o.context = json{{"type", "summarize"}, {"train_summary", 1}};
-  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  msg = error_of([&] { ToolEnv env(ctx(), o); });
   EXPECT_TRUE(contains(msg, "'train_summary' must be true or false, got 1")) << msg;
   o.context = json{{"type", "sliding_window"}, {"keep_lst", 2}};
-  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  msg = error_of([&] { ToolEnv env(ctx(), o); });
   EXPECT_TRUE(contains(msg, "unknown sliding_window context option 'keep_lst'; known: keep_last")) << msg;
   o.context = json{{"type", "sliding_window"}, {"keep_last", 0}};
-  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  msg = error_of([&] { ToolEnv env(ctx(), o); });
   EXPECT_TRUE(contains(msg, "'keep_last' must be an integer >= 1, got 0")) << msg;
   o.context = json{{"keep_last", 2}};
-  msg = what_of([&] { ToolEnv env(ctx(), o); });
+  msg = error_of([&] { ToolEnv env(ctx(), o); });
   EXPECT_TRUE(contains(msg, "a context policy is a name or {\"type\": name")) << msg;
-  msg = what_of([&] { ToolEnv env(EnvContext{}, ToolEnvOptions{}); });
+  msg = error_of([&] { ToolEnv env(EnvContext{}, ToolEnvOptions{}); });
   EXPECT_TRUE(contains(msg, "EnvContext.tokenizer")) << msg;
   // Through the registry: kwargs errors name the key.
-  msg = what_of([&] { make_env("tool", ctx(), json{{"max_calls", 1}}); });
+  msg = error_of([&] { make_env("tool", ctx(), json{{"max_calls", 1}}); });
   EXPECT_TRUE(contains(msg, "unknown tool env option 'max_calls'")) << msg;
 }
 
@@ -472,7 +466,7 @@ TEST(AppendOnlyPolicy, RejectsABadAssistantIndex) {
   const Action a = action_of({1});
   const json msgs = json::parse(R"([{"role": "user", "content": "x"}])");
   const json tools;
-  const std::string msg = what_of([&] { p.next(ContextTurn{ids, a, msgs, 0, tools}); });
+  const std::string msg = error_of([&] { p.next(ContextTurn{ids, a, msgs, 0, tools}); });
   EXPECT_TRUE(contains(msg, "must be this turn's assistant message")) << msg;
 }
 
@@ -621,7 +615,7 @@ TEST_F(EnvFixture, ToolFormatIsTheTemplatesUnlessGiven) {
     o.tool_format = name;
     EXPECT_EQ(ToolEnv(ctx(), o).tool_format().name(), name);
   }
-  const std::string msg = what_of([] { ToolEnvOptions::from_json(json{{"tool_format", "xml"}}); });
+  const std::string msg = error_of([] { ToolEnvOptions::from_json(json{{"tool_format", "xml"}}); });
   EXPECT_TRUE(contains(msg, "tool env option 'tool_format' is 'xml'")) << msg;
   EXPECT_TRUE(contains(msg, "known: deepseek_v3, gpt_oss, hermes, llama3_json, mistral, or auto")) << msg;
   // Through the registry, as a dataset row's env_kwargs would give it.
@@ -845,7 +839,7 @@ TEST_F(EnvFixture, SimulatedToolLatencyRunsOnTheToolThreads) {
   ToolEnvOptions o = ToolEnvOptions::from_json({{"tools", {"adder"}}, {"tool_latency_ms", {150}}});
   EXPECT_EQ(o.tool_latency_ms, std::vector<double>{150});
   EXPECT_EQ(ToolEnvOptions::from_json({{"tool_latency_ms", 20}}).tool_latency_ms, std::vector<double>{20});
-  EXPECT_TRUE(contains(what_of([] { ToolEnvOptions::from_json({{"tool_latency_ms", {300, 100}}}); }), "lo <= hi"));
+  EXPECT_TRUE(contains(error_of([] { ToolEnvOptions::from_json({{"tool_latency_ms", {300, 100}}}); }), "lo <= hi"));
   const std::string two =
       "<tool_call>\n{\"name\": \"adder\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>\n"
       "<tool_call>\n{\"name\": \"adder\", \"arguments\": {\"a\": 3, \"b\": 4}}\n</tool_call>";

@@ -13,6 +13,7 @@
 
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/task_family.h"
 #include "agentr1/sft/default_recipe.h"
@@ -33,14 +34,10 @@ MethodTable shipped_methods() {
 
 json shipped_recipe_json() { return load_yaml_file(kSrc + "/configs/benchmark.yaml"); }
 
+// The agentr1::Error message of fn(), or "(no error)".
 template <typename Fn>
 std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return agentr1::testing::error_of(std::forward<Fn>(fn), "(no error)");
 }
 
 // The layering of the agentr1 app without the built-in model: defaults < the family's

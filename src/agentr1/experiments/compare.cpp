@@ -11,6 +11,7 @@
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
+#include "agentr1/core/strings.h"
 #include "agentr1/sft/default_recipe.h"
 #include "agentr1/train/rl_trainer.h"
 #include "agentr1/train/run_dir.h"
@@ -70,12 +71,6 @@ std::string fmt(double x, int prec = 3) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(prec) << x;
   return o.str();
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
-  return out;
 }
 
 }  // namespace
@@ -185,7 +180,7 @@ std::vector<std::string> method_overrides(const MethodTable& table, const std::s
   for (const auto& m : table)
     if (m.first == method) return m.second;
   throw Error("unknown comparison method '" + method + "'; known: " +
-              (table.empty() ? std::string("none (the method table is empty)") : join(known_methods(table))));
+              (table.empty() ? std::string("none (the method table is empty)") : join(known_methods(table), ", ")));
 }
 
 std::vector<std::pair<int64_t, double>> read_validation_curve(const std::string& metrics_path) {
@@ -195,7 +190,7 @@ std::vector<std::pair<int64_t, double>> read_validation_curve(const std::string&
 }
 
 void check_methods(const MethodTable& table, const std::vector<std::string>& methods) {
-  AGENTR1_CHECK(!methods.empty(), "compare: no methods given; known: " << join(known_methods(table)));
+  AGENTR1_CHECK(!methods.empty(), "compare: no methods given; known: " << join(known_methods(table), ", "));
   for (size_t i = 0; i < methods.size(); ++i) {
     method_overrides(table, methods[i]);
     for (size_t k = 0; k < i; ++k)

@@ -16,6 +16,7 @@
 
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
 #include "agentr1/train/checkpoint.h"
@@ -36,16 +37,7 @@ CompareRecipe shipped_recipe() {
   return parse_compare_recipe(load_yaml_file(std::string(AGENTR1_SOURCE_DIR) + "/configs/compare.yaml"));
 }
 
-// The error message of fn(), or "" if it did not throw agentr1::Error.
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using agentr1::testing::error_of;
 
 TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
   const CompareRecipe r = shipped_recipe();

@@ -7,6 +7,7 @@
 #include "agentr1/core/error.h"
 #include "agentr1/core/latency.h"
 #include "agentr1/core/registry.h"
+#include "agentr1/core/strings.h"
 #include "agentr1/env/agent_env.h"
 #include "agentr1/flow/agent_env_loop.h"
 #include "agentr1/flow/single_step_flow.h"
@@ -27,9 +28,9 @@ FlowRegistry& registry() {
   return FlowRegistry::instance();
 }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+// "a, b", or "(none)" when there is nothing to list.
+std::string list_or_none(const std::vector<std::string>& v) {
+  const std::string out = join(v, ", ");
   return out.empty() ? "(none)" : out;
 }
 
@@ -109,8 +110,8 @@ std::unique_ptr<AgentFlow> make_flow_for(const Sample& sample, const FlowOptions
     return std::make_unique<AgentEnvLoop>(agent);
   throw Error("unknown agent '" + agent + "' (" +
               (sample.agent_name.empty() ? "flow option default_agent" : "the sample's agent_name") +
-              "); known flows: " + join(flow_names()) + "; known envs (run by the env loop): " +
-              join(envs));
+              "); known flows: " + list_or_none(flow_names()) + "; known envs (run by the env loop): " +
+              list_or_none(envs));
 }
 
 }  // namespace agentr1::flow

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 
 namespace agentr1::model {
 namespace {
@@ -19,12 +20,7 @@ const char* kQwen3 = R"({
   "use_sliding_window": false, "vocab_size": 151936})";
 
 std::string error_of(const json& j) {
-  try {
-    ModelConfig::from_json(j);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return agentr1::testing::error_of([&] { ModelConfig::from_json(j); });
 }
 
 TEST(ModelConfigTest, ParsesQwen3) {

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 
 namespace agentr1::rollout {
 namespace {
@@ -147,14 +148,8 @@ GenRequest request(TokenIds prompt, uint64_t seed = 1, uint64_t key = 0) {
   return r;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+// The agentr1::Error message of fn(), or "(no error)".
+std::string error_of(const std::function<void()>& fn) { return agentr1::testing::error_of(fn, "(no error)"); }
 
 TEST(RemoteGenerator, OpenAIRequestBodyAndResponse) {
   FakeServer s;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/hash.h"
 #include "agentr1/core/log.h"
 #include "agentr1/text/tool_format/tool_format.h"
 
@@ -321,11 +322,10 @@ void check_results(size_t want, size_t got) {
   AGENTR1_CHECK(want == got, "internal: " << got << " results for " << want << " requests");
 }
 
-// FNV-1a, for tool-call ids that are stable for a response id.
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
+// Seed of the first FNV-1a hash of a tool-call id. It is not the FNV offset basis
+// (14695981039346656037, kFnv1a64Offset) but that number without its last digit; kept so
+// that a response id keeps giving the call ids it always gave.
+constexpr uint64_t kCallIdSeed = 1469598103934665603ull;
 
 // A call id stable for (response, choice, call): "call_" + 24 hex digits, or, for
 // formats whose template wants 9 alphanumerics (mistral), the model's own id when it
@@ -334,7 +334,7 @@ std::string tool_call_id(const std::string& response_id, size_t choice, size_t c
                          bool nine_alnum) {
   static const char kAlnum[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
   const std::string key = response_id + "/" + std::to_string(choice) + "/" + std::to_string(call);
-  const uint64_t a = fnv1a(key), b = fnv1a(key, a);
+  const uint64_t a = fnv1a64(key, kCallIdSeed), b = fnv1a64(key, a);
   if (nine_alnum) {
     const bool valid = model_id.size() == 9 && std::all_of(model_id.begin(), model_id.end(), [](char ch) {
       return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');

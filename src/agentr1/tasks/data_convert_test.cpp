@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/dataset.h"
 
@@ -19,14 +20,8 @@ namespace {
 
 const std::string kFixtures = std::string(AGENTR1_SOURCE_DIR) + "/tests/fixtures/";
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+// The agentr1::Error message of fn(), or "<no error>".
+std::string error_of(const std::function<void()>& fn) { return agentr1::testing::error_of(fn, "<no error>"); }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/tasks/arithmetic/arithmetic.h"
 
 namespace agentr1::tasks {
@@ -21,14 +22,8 @@ std::string temp_file(const std::string& name, const std::string& content) {
   return path;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+// The agentr1::Error message of fn(), or "<no error>".
+std::string error_of(const std::function<void()>& fn) { return agentr1::testing::error_of(fn, "<no error>"); }
 
 TEST(Dataset, Gsm8kFixtureConverts) {
   std::vector<Sample> s = load_gsm8k_jsonl(kFixture, "test");

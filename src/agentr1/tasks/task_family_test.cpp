@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/tasks/arithmetic/arithmetic_family.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/calculator.h"
@@ -23,16 +24,12 @@ const std::string kEot = "<|im_end|>";
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// The message of the Error `fn` throws ("" and a test failure when it throws none).
+// The agentr1::Error message of fn(); a test failure when it throws none.
 template <typename Fn>
 std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an Error";
-  return "";
+  const std::string e = agentr1::testing::error_of(std::forward<Fn>(fn));
+  if (e.empty()) ADD_FAILURE() << "expected an Error";
+  return e;
 }
 
 std::unique_ptr<TaskFamily> arithmetic(const json& kwargs = json::object()) {

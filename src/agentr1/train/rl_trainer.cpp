@@ -12,6 +12,7 @@
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
+#include "agentr1/core/timing.h"
 #include "agentr1/flow/agent_env_loop.h"
 #include "agentr1/rollout/engine.h"
 #include "agentr1/rollout/remote_generator.h"
@@ -29,10 +30,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::string default_run_name(const std::string& estimator) {
   std::time_t t = std::time(nullptr);

@@ -10,6 +10,7 @@
 
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/tasks/reward.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
@@ -321,15 +322,7 @@ std::vector<int64_t> logged_steps(const std::string& run) {
   return out;
 }
 
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using agentr1::testing::error_of;
 
 // A second run into a directory that holds one is refused (never mixed); --overwrite
 // starts it over.

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/hash.h"
 #include "agentr1/core/rng.h"
 
 namespace agentr1::tasks::alfworld {
@@ -231,15 +232,6 @@ void number_objects(Rng& rng, World& w) {
   rng.shuffle(w.objects.begin(), w.objects.end());
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 }  // namespace
 
 void WorldSpec::validate() const {
@@ -295,7 +287,7 @@ std::string layout_signature(const World& w) {
   return sig;
 }
 
-bool is_test_layout(const std::string& signature) { return (mix64(fnv1a(signature)) & 1ULL) != 0; }
+bool is_test_layout(const std::string& signature) { return (mix64(fnv1a64(signature)) & 1ULL) != 0; }
 
 World generate_world(const WorldSpec& spec) {
   spec.validate();

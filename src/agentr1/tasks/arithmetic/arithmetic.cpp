@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/hash.h"
 #include "agentr1/core/rng.h"
 
 namespace agentr1::tasks {
@@ -264,15 +265,6 @@ int64_t draw_digits(Rng& rng, int lo_d, int hi_d) {
   return rng.uniform_int(d == 1 ? 1 : pow10(d - 1), pow10(d) - 1);
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 enum class Clause { kAdd, kSub, kAddProduct, kSubProduct };
 enum class Terminal { kNone, kMul, kDiv };
 
@@ -468,7 +460,7 @@ ArithProblem generate_problem(uint64_t seed, int64_t index, const ArithmeticOpti
     std::optional<ArithProblem> p = draw(rng, level, opts);
     if (!p) continue;
     if (opts.split != DataSplit::kAny) {
-      bool test_side = (fnv1a(p->expression) & 1) != 0;
+      bool test_side = (fnv1a64(p->expression) & 1) != 0;
       if (test_side != (opts.split == DataSplit::kTest)) continue;
     }
     p->seed = seed;

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/hash.h"
 #include "agentr1/core/rng.h"
 #include "agentr1/tasks/bm25.h"
 
@@ -509,9 +510,7 @@ void KbOptions::validate() const {
 }
 
 DataSplit kb_question_split(const std::string& question) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, then mixed
-  for (unsigned char ch : question) h = (h ^ ch) * 0x100000001b3ull;
-  return (mix64(h) & 1u) == 0 ? DataSplit::kTrain : DataSplit::kTest;
+  return (mix64(fnv1a64(question)) & 1u) == 0 ? DataSplit::kTrain : DataSplit::kTest;
 }
 
 KbQuestion generate_kb_question(uint64_t seed, int64_t index, const KbOptions& opts) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/env/tool.h"
 #include "agentr1/env/tool_env.h"
 #include "agentr1/tasks/hotpotqa/hotpotqa_search.h"
@@ -26,14 +27,7 @@ struct Registered {
 };
 const Registered kRegistered;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using agentr1::testing::error_of;
 
 // --- metrics -----------------------------------------------------------------------
 

@@ -11,7 +11,9 @@
 #include <unordered_set>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/hash.h"
 #include "agentr1/core/rng.h"
+#include "agentr1/core/strings.h"
 #include "agentr1/tasks/webshop/webshop_reward.h"
 #include "agentr1/tasks/webshop/webshop_vocab.h"
 
@@ -33,13 +35,6 @@ std::string lower(std::string s) {
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\n\r");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\n\r");
-  return s.substr(b, e - b + 1);
 }
 
 std::string title_case(const std::string& s) {
@@ -287,7 +282,7 @@ WebshopProduct product_from_file(const json& item, const json& attributes, const
     p.price = pricing[0];
   } else {
     p.price_tag = "$" + python_float(pricing[0]) + " to $" + python_float(pricing[1]);
-    Rng rng(derive_seed(webshop_fnv1a(p.asin), {kSeedFilePrice}));
+    Rng rng(derive_seed(fnv1a64(p.asin), {kSeedFilePrice}));
     p.price = rng.uniform(std::min(pricing[0], pricing[1]), std::max(pricing[0], pricing[1]));
   }
   const json co = item.value("customization_options", json());
@@ -346,7 +341,7 @@ void add_human_goals(const WebshopProduct& p, const json& entries, const std::st
     g.attributes = read_strings(e.value("instruction_attributes", json::array()), w + " 'instruction_attributes'");
     if (g.attributes.empty()) continue;  // goal.py skips these
     g.options = read_strings(e.value("instruction_options", json::array()), w + " 'instruction_options'");
-    const auto [bound, clause] = webshop_price_bound(p.price, derive_seed(webshop_fnv1a(p.asin), {k}));
+    const auto [bound, clause] = webshop_price_bound(p.price, derive_seed(fnv1a64(p.asin), {k}));
     g.price_upper = bound;
     g.instruction_text = strip_dots(read_string(e, "instruction", w)) + clause;
     goals.push_back(std::move(g));
@@ -358,7 +353,7 @@ void add_synthetic_goals(const WebshopProduct& p, const json& attr, std::vector<
   const std::vector<std::string> attrs =
       read_strings(attr.value("instruction_attributes", json::array()), p.asin + " 'instruction_attributes'");
   if (attrs.empty()) return;
-  const auto [bound, clause] = webshop_price_bound(p.price, derive_seed(webshop_fnv1a(p.asin), {0}));
+  const auto [bound, clause] = webshop_price_bound(p.price, derive_seed(fnv1a64(p.asin), {0}));
   std::vector<const WebshopOptionGroup*> groups;
   for (const WebshopOptionGroup& g : p.options) groups.push_back(&g);
   std::sort(groups.begin(), groups.end(), [](const auto* a, const auto* b) { return a->name < b->name; });

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/strings.h"
 
 namespace agentr1::tasks {
 namespace {
@@ -20,19 +21,6 @@ constexpr const char* kGameKeys = "step_limit, repeat_instruction";
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\n\r");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\n\r");
-  return s.substr(b, e - b + 1);
-}
-
-std::string join(const std::vector<std::string>& xs, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < xs.size(); ++i) out += (i == 0 ? "" : sep) + xs[i];
-  return out;
 }
 
 // "name[arg]" -> {lower(name), arg}; nullopt without that shape.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/hash.h"
 #include "agentr1/core/rng.h"
 #include "agentr1/tasks/webshop/webshop_reward.h"
 #include "agentr1/tasks/webshop/webshop_vocab.h"
@@ -136,7 +137,7 @@ std::vector<size_t> webshop_python_shuffle(size_t n, uint32_t seed) {
 }
 
 DataSplit webshop_split_of(const std::string& asin) {
-  return (mix64(webshop_fnv1a(asin)) & 1) != 0 ? DataSplit::kTest : DataSplit::kTrain;
+  return (mix64(fnv1a64(asin)) & 1) != 0 ? DataSplit::kTest : DataSplit::kTrain;
 }
 
 bool webshop_goal_is_unique(const WebshopCatalogue& cat, const WebshopGoal& goal, size_t target) {

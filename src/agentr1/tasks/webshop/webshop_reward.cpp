@@ -6,6 +6,8 @@
 #include <set>
 #include <unordered_set>
 
+#include "agentr1/core/strings.h"
+
 namespace agentr1::tasks {
 namespace {
 
@@ -98,13 +100,6 @@ double indel_ratio(const std::string& a, const std::string& b) {
   const size_t total = a.size() + b.size();
   if (total == 0) return 100.0;
   return 100.0 * static_cast<double>(2 * lcs_length(a, b)) / static_cast<double>(total);
-}
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\n\r");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\n\r");
-  return s.substr(b, e - b + 1);
 }
 
 std::string lower(std::string s) {

@@ -13,6 +13,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/rng.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/env/text_game.h"
 #include "agentr1/tasks/play.h"
 #include "agentr1/tasks/webshop/webshop_family.h"
@@ -32,14 +33,7 @@ json fixture_spec(bool human = true) {
   return j;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using agentr1::testing::error_of;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -164,15 +164,6 @@ const std::vector<std::string>& webshop_brands() {
   return brands;
 }
 
-uint64_t webshop_fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 std::string webshop_join_and(const std::vector<std::string>& xs) {
   std::string out;
   for (size_t i = 0; i < xs.size(); ++i) {

@@ -42,9 +42,7 @@ const std::vector<WebshopTypeSpec>& webshop_product_types();
 const std::vector<std::string>& webshop_category_attributes(const std::string& category);
 const std::vector<std::string>& webshop_brands();
 
-// Helpers the webshop sources share: FNV-1a 64-bit hash of a string (seeds and splits
-// derived from asins and texts), and "a", "a and b", "a, b and c".
-uint64_t webshop_fnv1a(const std::string& s);
+// A helper the webshop sources share: "a", "a and b", "a, b and c".
 std::string webshop_join_and(const std::vector<std::string>& xs);
 
 }  // namespace agentr1::tasks

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/text/tokenizer/bpe_model.h"
 #include "agentr1/text/tokenizer/byte_level.h"
 #include "agentr1/text/tokenizer/pretokenizer.h"
@@ -327,12 +328,7 @@ TEST(Tokenizer, SaveLoadRoundTrip) {
 }
 
 std::string error_of(const json& tj) {
-  try {
-    Tokenizer::from_json(tj);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return agentr1::testing::error_of([&] { Tokenizer::from_json(tj); });
 }
 
 TEST(Tokenizer, MalformedJsonGivesClearErrors) {

@@ -7,12 +7,12 @@
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
 #include "agentr1/core/registry.h"
+#include "agentr1/core/strings.h"
 #include "agentr1/text/tool_format/tool_format_util.h"
 
 namespace agentr1::text {
 namespace {
 
-using detail::trim_ws;
 using detail::valid_utf8;
 
 constexpr std::string_view kOpen = "<tool_call>";
@@ -24,7 +24,7 @@ const char kExpected[] =
 // `message`.
 bool parse_call_body(int index, const std::string& body, ToolCall& call, std::string& message) {
   const std::string head = "tool call " + std::to_string(index) + ": ";
-  const std::string text = trim_ws(body);
+  const std::string text = trim(body);
   if (text.empty()) {
     message = head + "empty <tool_call> block; " + kExpected;
     return false;
@@ -102,7 +102,7 @@ ParsedResponse HermesToolFormat::parse(const std::string& text) const {
     }
     pos = end + kClose.size();
   }
-  out.content = trim_ws(content);
+  out.content = trim(content);
   return out;
 }
 

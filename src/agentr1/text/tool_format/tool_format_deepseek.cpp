@@ -2,6 +2,7 @@
 // follows vLLM's deepseekv3 parser and what the DeepSeek-V3 chat template renders.
 #include <string_view>
 
+#include "agentr1/core/strings.h"
 #include "agentr1/text/tool_format/tool_format.h"
 #include "agentr1/text/tool_format/tool_format_util.h"
 
@@ -9,7 +10,6 @@ namespace agentr1::text {
 namespace {
 
 using detail::is_ws;
-using detail::trim_ws;
 using detail::valid_utf8;
 
 constexpr std::string_view kCallsBegin = "<｜tool▁calls▁begin｜>";
@@ -32,25 +32,25 @@ bool parse_body(int index, const std::string& body, ToolCall& call, std::string&
     message = head + "missing <｜tool▁sep｜> between the type and the name" + tail;
     return false;
   }
-  const std::string type = trim_ws(body.substr(0, sep));
+  const std::string type = trim(body.substr(0, sep));
   if (type != "function") {
     message = head + "the call type must be 'function', got " + detail::quote(type) + tail;
     return false;
   }
   const size_t name_begin = sep + kSep.size();
   const size_t nl = body.find('\n', name_begin);
-  const std::string name = trim_ws(body.substr(name_begin, nl == std::string::npos ? std::string::npos : nl - name_begin));
+  const std::string name = trim(body.substr(name_begin, nl == std::string::npos ? std::string::npos : nl - name_begin));
   if (name.empty() || valid_utf8(name) != name) {
     message = head + "the tool name after <｜tool▁sep｜> is " +
               (name.empty() ? std::string("empty") : "not valid UTF-8") + tail;
     return false;
   }
-  std::string args = nl == std::string::npos ? "" : trim_ws(body.substr(nl + 1));
+  std::string args = nl == std::string::npos ? "" : trim(body.substr(nl + 1));
   if (args.rfind("```json", 0) != 0 || args.size() < 10 || args.compare(args.size() - 3, 3, "```") != 0) {
     message = head + "the arguments of '" + name + "' must be a ```json code block" + tail;
     return false;
   }
-  args = trim_ws(args.substr(7, args.size() - 10));
+  args = trim(args.substr(7, args.size() - 10));
   json j;
   if (!detail::parse_json(args, head, j, message)) {
     message += tail;
@@ -88,7 +88,7 @@ ParsedResponse DeepSeekV3ToolFormat::parse(const std::string& text) const {
                                                     " without a tool call before it; " + kExpected});
       }
     }
-    out.content = trim_ws(text);
+    out.content = trim(text);
     return out;
   }
   int index = 0;
@@ -134,7 +134,7 @@ ParsedResponse DeepSeekV3ToolFormat::parse(const std::string& text) const {
     }
     pos = end + kCallEnd.size();
   }
-  out.content = trim_ws(content);
+  out.content = trim(content);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agentr1/core/strings.h"
 #include "agentr1/text/tool_format/tool_format.h"
 #include "agentr1/text/tool_format/tool_format_util.h"
 
@@ -14,7 +15,6 @@ namespace agentr1::text {
 namespace {
 
 using detail::is_ws;
-using detail::trim_ws;
 using detail::valid_utf8;
 
 constexpr std::string_view kStart = "<|start|>";
@@ -84,7 +84,7 @@ bool has(const std::string& s, std::string_view what) { return s.find(what) != s
 ParsedResponse GptOssToolFormat::parse(const std::string& text) const {
   ParsedResponse out;
   if (!has(text, kChannel) && !has(text, kMessage) && !has(text, kStart) && !has(text, kCall)) {
-    out.content = trim_ws(text);  // plain text, no harmony structure
+    out.content = trim(text);  // plain text, no harmony structure
     return out;
   }
   std::string content, reasoning;
@@ -103,7 +103,7 @@ ParsedResponse GptOssToolFormat::parse(const std::string& text) const {
     } else if (!first) {  // text between messages
       const size_t next = text.find(kStart, pos);
       const size_t stop = next == std::string::npos ? text.size() : next;
-      append(content, trim_ws(text.substr(pos, stop - pos)));
+      append(content, trim(text.substr(pos, stop - pos)));
       pos = stop;
       continue;
     }
@@ -168,7 +168,7 @@ ParsedResponse GptOssToolFormat::parse(const std::string& text) const {
     }
     json args;
     std::string message;
-    const std::string args_text = trim_ws(body);
+    const std::string args_text = trim(body);
     if (args_text.empty()) {
       out.errors.push_back({raw, valid_utf8(head + "the call to '" + name + "' has no arguments (write {} for none)" + tail)});
     } else if (!detail::parse_json(args_text, head, args, message)) {
@@ -184,8 +184,8 @@ ParsedResponse GptOssToolFormat::parse(const std::string& text) const {
       out.calls.push_back(std::move(call));
     }
   }
-  out.content = trim_ws(content);
-  out.reasoning = trim_ws(reasoning);
+  out.content = trim(content);
+  out.reasoning = trim(reasoning);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "agentr1/core/strings.h"
 #include "agentr1/text/tool_format/tool_format.h"
 #include "agentr1/text/tool_format/tool_format_util.h"
 
@@ -11,7 +12,6 @@ namespace agentr1::text {
 namespace {
 
 using detail::is_ws;
-using detail::trim_ws;
 using detail::valid_utf8;
 
 constexpr std::string_view kPythonTag = "<|python_tag|>";
@@ -49,7 +49,7 @@ ParsedResponse Llama3JsonToolFormat::parse(const std::string& text) const {
   } else {
     start = untagged_start(text);
     if (start == std::string::npos) {
-      out.content = trim_ws(text);
+      out.content = trim(text);
       return out;
     }
     content = text.substr(0, start);
@@ -105,7 +105,7 @@ ParsedResponse Llama3JsonToolFormat::parse(const std::string& text) const {
     }
     if (pos >= text.size()) break;
   }
-  out.content = trim_ws(content);
+  out.content = trim(content);
   return out;
 }
 

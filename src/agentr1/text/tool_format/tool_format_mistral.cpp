@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/strings.h"
 #include "agentr1/text/tool_format/tool_format.h"
 #include "agentr1/text/tool_format/tool_format_util.h"
 
@@ -11,7 +12,6 @@ namespace agentr1::text {
 namespace {
 
 using detail::is_ws;
-using detail::trim_ws;
 using detail::valid_utf8;
 
 constexpr std::string_view kTag = "[TOOL_CALLS]";
@@ -43,7 +43,7 @@ ParsedResponse MistralToolFormat::parse(const std::string& text) const {
   ParsedResponse out;
   size_t tag = text.find(kTag);
   if (tag == std::string::npos) {
-    out.content = trim_ws(text);
+    out.content = trim(text);
     return out;
   }
   std::string content = text.substr(0, tag);
@@ -119,7 +119,7 @@ ParsedResponse MistralToolFormat::parse(const std::string& text) const {
     }
     tag = next_tag;
   }
-  out.content = trim_ws(content);
+  out.content = trim(content);
   return out;
 }
 

@@ -11,15 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/strings.h"
+
 namespace agentr1::text {
 namespace {
-
-std::string trim(const std::string& s) {
-  const char* ws = " \t\r\n";
-  const size_t a = s.find_first_not_of(ws);
-  if (a == std::string::npos) return "";
-  return s.substr(a, s.find_last_not_of(ws) - a + 1);
-}
 
 bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 

@@ -20,13 +20,6 @@ size_t before_markers(const std::string& text, std::initializer_list<std::string
   return best;
 }
 
-std::string trim_ws(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && is_ws(s[b])) ++b;
-  while (e > b && is_ws(s[e - 1])) --e;
-  return s.substr(b, e - b);
-}
-
 std::string quote(const std::string& s, size_t max_len) {
   std::string q = s.size() > max_len ? s.substr(0, max_len) + "..." : s;
   for (char& c : q)

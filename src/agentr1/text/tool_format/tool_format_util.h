@@ -13,9 +13,6 @@ namespace agentr1::text::detail {
 
 inline bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-// s without leading and trailing spaces, tabs, CR and LF.
-std::string trim_ws(const std::string& s);
-
 // The first position of `text` where one of `markers` occurs, or from which the rest of
 // `text` is a proper prefix of a marker (it may still become one); text.size() if none.
 // ToolFormat::stream_safe_prefix of formats whose markup starts with fixed tags.

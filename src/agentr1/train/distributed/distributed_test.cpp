@@ -13,6 +13,7 @@
 #include <string>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/train/learner/batch.h"
 #include "agentr1/train/train_test_util.h"
 
@@ -22,14 +23,7 @@ namespace {
 using testing::free_local_port;
 using testing::run_ranks;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using agentr1::testing::error_of;
 
 std::optional<DistEnv> env_of(const std::map<std::string, std::string>& vars) {
   return dist_env_from_environment([&](const char* n) -> const char* {

@@ -5,15 +5,10 @@
 #include <set>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/timing.h"
 #include "agentr1/train/device.h"
 
 namespace agentr1::train {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 Learner::Learner(model::Transformer policy, model::Transformer reference, std::unique_ptr<Critic> critic,
                  ActorOptions actor_opts, at::Device device)

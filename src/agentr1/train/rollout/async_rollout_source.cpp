@@ -8,6 +8,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
+#include "agentr1/core/timing.h"
 #include "agentr1/flow/group_rollout.h"
 #include "agentr1/train/prompt_source.h"
 #include "agentr1/train/rollout/remote_rollout_source.h"
@@ -16,7 +17,6 @@ namespace agentr1::train {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Copies src's parameters into dst's (same architecture), in place. The engine must not
 // be computing (paused or drained).
