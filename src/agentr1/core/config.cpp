@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "agentr1/core/strings.h"
+
 namespace agentr1 {
 namespace {
 
@@ -377,13 +379,6 @@ void emit(const json& v, int indent, std::string& out) {
 
 // ---------- overrides ----------
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
-
 std::vector<std::string> split_dotted(const std::string& key, const std::string& what) {
   std::vector<std::string> parts;
   std::string cur;
@@ -587,7 +582,11 @@ json parse_override_value(const std::string& raw) {
 }
 
 void merge_json(json& base, const json& overlay) {
-  if (base.is_object() && overlay.is_object()) {
+  // A map with a "type" is a registry spec (a context policy, a reward, ...): its other
+  // keys are that type's options, so a spec of another type replaces it whole.
+  const bool other_type = base.is_object() && overlay.is_object() && base.contains("type") &&
+                          overlay.contains("type") && base["type"] != overlay["type"];
+  if (base.is_object() && overlay.is_object() && !other_type) {
     for (auto it = overlay.begin(); it != overlay.end(); ++it) {
       if (base.contains(it.key())) {
         merge_json(base[it.key()], it.value());

@@ -91,7 +91,8 @@ std::string to_yaml(const json& tree);
 //   ~a.b.c         delete an existing key
 // A path segment that is a number indexes into a list (a.list.0=5). The value is
 // parsed by parse_override_value. A map value is deep-merged into an existing map
-// (as Hydra does); anything else replaces. Mutates `tree`; throws Error on failure
+// (as Hydra does; by merge_json, so a spec of another "type" replaces); anything else
+// replaces. Mutates `tree`; throws Error on failure
 // (the tree is unchanged then).
 void apply_override(json& tree, const std::string& dotted_assignment);
 void apply_overrides(json& tree, const std::vector<std::string>& dotted_assignments);
@@ -103,7 +104,13 @@ void apply_overrides(json& tree, const std::vector<std::string>& dotted_assignme
 json parse_override_value(const std::string& text);
 
 // Deep merge: maps merge key by key (recursively), anything else in `overlay`
-// replaces what is in `base`.
+// replaces what is in `base`. One exception: a map with a "type" key is a registry spec
+// (context policy, reward, ...), and an overlay spec whose "type" differs replaces the
+// base spec whole, since the old type's options mean nothing to the new one:
+//   base    {context: {type: sliding_window, keep_last: 4}}
+//   overlay {context: {type: token_budget, max_prompt_tokens: 420}}
+//   result  {context: {type: token_budget, max_prompt_tokens: 420}}
+// (an overlay of the same type, or without a type, merges key by key as usual).
 void merge_json(json& base, const json& overlay);
 
 // Resolves plain (unquoted) scalar text with the YAML 1.2 core schema (see above).

@@ -8,20 +8,17 @@
 #include <limits>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 
 namespace agentr1 {
 namespace {
 
-// Runs fn, expects an agentr1::Error, returns its message.
+// The agentr1::Error message of fn(); a test failure when it throws none.
 template <class Fn>
 std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected agentr1::Error";
-  return "";
+  const std::string e = agentr1::testing::error_of(std::forward<Fn>(fn));
+  if (e.empty()) ADD_FAILURE() << "expected agentr1::Error";
+  return e;
 }
 
 #define EXPECT_HAS(haystack, needle) \
@@ -534,6 +531,25 @@ TEST(ConfigHelpers, KeyPathsAndMerge) {
   json base = json::parse(R"({"a": {"b": 1, "c": 2}, "l": [1, 2]})");
   merge_json(base, json::parse(R"({"a": {"c": 3, "d": 4}, "l": [9]})"));
   EXPECT_EQ(base, json::parse(R"({"a": {"b": 1, "c": 3, "d": 4}, "l": [9]})"));
+}
+
+// A registry spec (a map with "type") of another type replaces the old spec whole: the
+// alfworld recipe's sliding window must not leave keep_last in a token_budget spec.
+TEST(ConfigHelpers, SpecOfAnotherTypeReplacesWhole) {
+  json t = json::parse(R"({"rollout": {"env_kwargs": {"context": {"type": "sliding_window", "keep_last": 4}}}})");
+  apply_override(t, "rollout.env_kwargs.context={type: token_budget, max_prompt_tokens: 420}");
+  EXPECT_EQ(t["rollout"]["env_kwargs"]["context"], json::parse(R"({"type": "token_budget", "max_prompt_tokens": 420})"));
+  // The same type (or no type in the overlay) still merges key by key.
+  apply_override(t, "rollout.env_kwargs.context={type: token_budget, reserve: 8}");
+  EXPECT_EQ(t["rollout"]["env_kwargs"]["context"],
+            json::parse(R"({"type": "token_budget", "max_prompt_tokens": 420, "reserve": 8})"));
+  merge_json(t, json::parse(R"({"rollout": {"env_kwargs": {"context": {"max_prompt_tokens": 300}}}})"));
+  EXPECT_EQ(t["rollout"]["env_kwargs"]["context"]["max_prompt_tokens"], json(300));
+  EXPECT_EQ(t["rollout"]["env_kwargs"]["context"]["reserve"], json(8));
+  // Nested specs follow the same rule inside lists' maps and deeper maps.
+  json b = json::parse(R"({"r": {"type": "a", "x": 1, "inner": {"type": "p", "y": 2}}})");
+  merge_json(b, json::parse(R"({"r": {"inner": {"type": "q", "z": 3}}})"));
+  EXPECT_EQ(b, json::parse(R"({"r": {"type": "a", "x": 1, "inner": {"type": "q", "z": 3}}})"));
 }
 
 // ---------------------------------------------------------------- binding
