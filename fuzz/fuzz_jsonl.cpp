@@ -2,6 +2,7 @@
 // must survive a to_json -> from_json round trip.
 #include <sstream>
 
+#include "agentr1/tasks/gsm8k.h"
 #include "agentr1/tasks/dataset.h"
 #include "fuzz_util.h"
 

@@ -12,7 +12,7 @@
 //
 // Formats (what the converters read; each row is converted by the family's own code):
 //   gsm8k     GSM8K's JSONL, {"question": ..., "answer": "... #### 72"} per line (openai/gsm8k);
-//             rows by gsm8k_row_to_sample (tasks/dataset.h). kwargs: use_calculator (bool,
+//             rows by gsm8k_row_to_sample (tasks/gsm8k.h). kwargs: use_calculator (bool,
 //             true), instruction (string, ""), data_source (string, "openai/gsm8k").
 //   hotpotqa  HotpotQA's JSON (hotpot_train_v1.1.json, hotpot_dev_distractor_v1.json: one
 //             array of {"_id", "question", "answer", "supporting_facts", "context", "type",
@@ -53,6 +53,7 @@
 #include "agentr1/core/json.h"
 #include "agentr1/core/trajectory.h"
 #include "agentr1/tasks/data_split.h"
+#include "agentr1/tasks/gsm8k.h"
 
 namespace agentr1::tasks {
 

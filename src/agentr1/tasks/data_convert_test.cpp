@@ -121,6 +121,63 @@ TEST(DataConvert, Gsm8kBadRowsAreNumbered) {
   EXPECT_EQ(json::parse(got[1])["extra_info"]["index"], 5);
 }
 
+// The fixture file (GSM8K's format) through the file converter.
+TEST(DataConvert, Gsm8kFixtureConverts) {
+  ConvertOptions o;
+  o.split = DataSplit::kTest;
+  std::vector<Sample> s;
+  convert_dataset(DataFormat::kGsm8k, kFixtures + "gsm8k/sample.jsonl", o, [&](const Sample& x) { s.push_back(x); });
+  ASSERT_EQ(s.size(), 5u);
+  // Ground truths read by hand from the fixture's "#### " lines.
+  const std::vector<std::string> want = {"72", "251", "1248", "25", "13.5"};
+  for (size_t i = 0; i < s.size(); ++i) {
+    EXPECT_EQ(s[i].ground_truth, want[i]) << i;
+    EXPECT_EQ(s[i].data_source, "openai/gsm8k");
+    EXPECT_EQ(s[i].reward_style, "rule");
+    EXPECT_EQ(s[i].agent_name, "tool");
+    EXPECT_EQ(s[i].env_kwargs["tools"], json::array({"calculator"}));
+    EXPECT_EQ(s[i].extra_info["split"], "test");
+    EXPECT_EQ(s[i].extra_info["index"], static_cast<int64_t>(i));
+    ASSERT_EQ(s[i].prompt.size(), 2u);
+    EXPECT_EQ(s[i].prompt[0]["role"], "system");
+    EXPECT_EQ(s[i].prompt[1]["role"], "user");
+    EXPECT_EQ(s[i].prompt[1]["content"], s[i].extra_info["question"]);
+  }
+  EXPECT_EQ(s[0].prompt[1]["content"].get<std::string>().rfind("A baker fills 14 trays", 0), 0u);
+
+  Gsm8kConvertOptions plain;
+  plain.use_calculator = false;
+  plain.use_system_prompt = false;
+  plain.instruction = "Let's think step by step and output the final answer after \"####\".";
+  Sample p = gsm8k_row_to_sample({{"question", "Q?"}, {"answer", "A\n#### 7"}}, 3, "train", plain);
+  ASSERT_EQ(p.prompt.size(), 1u);
+  EXPECT_EQ(p.prompt[0]["content"], "Q? Let's think step by step and output the final answer after \"####\".");
+  EXPECT_EQ(p.agent_name, "");
+  EXPECT_TRUE(p.env_kwargs.empty());
+}
+
+TEST(DataConvert, Gsm8kRowErrorsNameTheIndex) {
+  std::string e = error_of([] { gsm8k_row_to_sample({{"question", "Q"}, {"answer", "no marker, 42"}}, 17, "train"); });
+  EXPECT_NE(e.find("GSM8K row 17"), std::string::npos) << e;
+  EXPECT_NE(e.find("####"), std::string::npos) << e;
+  e = error_of([] { gsm8k_row_to_sample({{"question", "Q"}}, 4, "train"); });
+  EXPECT_NE(e.find("GSM8K row 4: field 'answer' is missing or not a string"), std::string::npos) << e;
+  e = error_of([] { gsm8k_row_to_sample({{"question", "Q"}, {"answer", "#### many"}}, 5, "train"); });
+  EXPECT_NE(e.find("GSM8K row 5"), std::string::npos) << e;
+  EXPECT_NE(e.find("plain number"), std::string::npos) << e;
+  EXPECT_EQ(gsm8k_final_answer("x\n#### 1,234 "), "1234");
+  EXPECT_EQ(gsm8k_final_answer("#### 1\n#### -5"), "-5");
+}
+
+TEST(DataConvert, Gsm8kFileWithBadRowNamesFileAndRow) {
+  const std::string path = ::testing::TempDir() + "/gsm_bad.jsonl";
+  std::ofstream(path, std::ios::binary) << R"({"question": "Q1", "answer": "#### 1"})" "\n"
+                                       R"({"question": "Q2", "answer": "forgot the marker"})" "\n";
+  std::string e = error_of([&] { convert_dataset(DataFormat::kGsm8k, path, ConvertOptions{}, [](const Sample&) {}); });
+  EXPECT_NE(e.find(path), std::string::npos) << e;
+  EXPECT_NE(e.find("GSM8K row 1"), std::string::npos) << e;
+}
+
 TEST(DataConvert, Limit) {
   std::string input;
   for (int i = 0; i < 5; ++i) input += R"({"question": "Q", "answer": "#### )" + std::to_string(i) + "\"}\n";

@@ -14,8 +14,6 @@
 namespace agentr1::tasks {
 namespace {
 
-const std::string kFixture = std::string(AGENTR1_SOURCE_DIR) + "/tests/fixtures/gsm8k/sample.jsonl";
-
 std::string temp_file(const std::string& name, const std::string& content) {
   std::string path = ::testing::TempDir() + "/" + name;
   std::ofstream(path, std::ios::binary) << content;
@@ -24,50 +22,6 @@ std::string temp_file(const std::string& name, const std::string& content) {
 
 // The agentr1::Error message of fn(), or "<no error>".
 std::string error_of(const std::function<void()>& fn) { return agentr1::testing::error_of(fn, "<no error>"); }
-
-TEST(Dataset, Gsm8kFixtureConverts) {
-  std::vector<Sample> s = load_gsm8k_jsonl(kFixture, "test");
-  ASSERT_EQ(s.size(), 5u);
-  // Ground truths read by hand from the fixture's "#### " lines.
-  const std::vector<std::string> want = {"72", "251", "1248", "25", "13.5"};
-  for (size_t i = 0; i < s.size(); ++i) {
-    EXPECT_EQ(s[i].ground_truth, want[i]) << i;
-    EXPECT_EQ(s[i].data_source, "openai/gsm8k");
-    EXPECT_EQ(s[i].reward_style, "rule");
-    EXPECT_EQ(s[i].agent_name, "tool");
-    EXPECT_EQ(s[i].env_kwargs["tools"], json::array({"calculator"}));
-    EXPECT_EQ(s[i].extra_info["split"], "test");
-    EXPECT_EQ(s[i].extra_info["index"], static_cast<int64_t>(i));
-    ASSERT_EQ(s[i].prompt.size(), 2u);
-    EXPECT_EQ(s[i].prompt[0]["role"], "system");
-    EXPECT_EQ(s[i].prompt[1]["role"], "user");
-    EXPECT_EQ(s[i].prompt[1]["content"], s[i].extra_info["question"]);
-  }
-  EXPECT_EQ(s[0].prompt[1]["content"].get<std::string>().rfind("A baker fills 14 trays", 0), 0u);
-
-  Gsm8kConvertOptions plain;
-  plain.use_calculator = false;
-  plain.use_system_prompt = false;
-  plain.instruction = "Let's think step by step and output the final answer after \"####\".";
-  Sample p = gsm8k_row_to_sample({{"question", "Q?"}, {"answer", "A\n#### 7"}}, 3, "train", plain);
-  ASSERT_EQ(p.prompt.size(), 1u);
-  EXPECT_EQ(p.prompt[0]["content"], "Q? Let's think step by step and output the final answer after \"####\".");
-  EXPECT_EQ(p.agent_name, "");
-  EXPECT_TRUE(p.env_kwargs.empty());
-}
-
-TEST(Dataset, Gsm8kRowErrorsNameTheIndex) {
-  std::string e = error_of([] { gsm8k_row_to_sample({{"question", "Q"}, {"answer", "no marker, 42"}}, 17, "train"); });
-  EXPECT_NE(e.find("GSM8K row 17"), std::string::npos) << e;
-  EXPECT_NE(e.find("####"), std::string::npos) << e;
-  e = error_of([] { gsm8k_row_to_sample({{"question", "Q"}}, 4, "train"); });
-  EXPECT_NE(e.find("GSM8K row 4: field 'answer' is missing or not a string"), std::string::npos) << e;
-  e = error_of([] { gsm8k_row_to_sample({{"question", "Q"}, {"answer", "#### many"}}, 5, "train"); });
-  EXPECT_NE(e.find("GSM8K row 5"), std::string::npos) << e;
-  EXPECT_NE(e.find("plain number"), std::string::npos) << e;
-  EXPECT_EQ(gsm8k_final_answer("x\n#### 1,234 "), "1234");
-  EXPECT_EQ(gsm8k_final_answer("#### 1\n#### -5"), "-5");
-}
 
 TEST(Dataset, WriteThenLoadRoundTrips) {
   ArithDatasetOptions o;
@@ -134,14 +88,6 @@ TEST(Dataset, MalformedLinesNameFileAndLine) {
   EXPECT_NE(e.find("cannot open JSONL file '/nonexistent/dir/x.jsonl'"), std::string::npos) << e;
   e = error_of([] { write_jsonl("/nonexistent/dir/x.jsonl", {}); });
   EXPECT_NE(e.find("cannot open '/nonexistent/dir/x.jsonl' for writing"), std::string::npos) << e;
-}
-
-TEST(Dataset, Gsm8kFileWithBadRowNamesFileAndRow) {
-  std::string path = temp_file("gsm_bad.jsonl", R"({"question": "Q1", "answer": "#### 1"})" "\n"
-                                                R"({"question": "Q2", "answer": "forgot the marker"})" "\n");
-  std::string e = error_of([&] { load_gsm8k_jsonl(path, "train"); });
-  EXPECT_NE(e.find(path), std::string::npos) << e;
-  EXPECT_NE(e.find("GSM8K row 1"), std::string::npos) << e;
 }
 
 }  // namespace
