@@ -156,48 +156,40 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   // The phases.
   prompts_ = std::make_unique<PromptSource>(std::move(data.train), c.data.train_batch_size,
                                             static_cast<uint64_t>(c.data.seed));
+  // Rollouts: a scheduler (sync | async) over a backend (the in-process engine, a copy of
+  // it, or the remote servers; train/rollout/rollout_backend.h).
+  std::unique_ptr<RolloutBackend> backend;
   if (remote) {
     const std::string wdir = c.rollout.remote.weights_dir.empty() ? run_dir_->file("remote_weights")
                                                                   : c.rollout.remote.weights_dir;
     AGENTR1_LOG(INFO) << "remote rollout: " << ro_summary(*remote) << "; weights handed over in " << wdir;
-    WeightPusher weights(policy_, dtype, wdir, path);
-    if (c.rollout.asynchronous()) {
-      // The producer generates on the servers; pushed versions are loaded on its side.
-      AsyncRolloutOptions ao;
-      ao.max_staleness = c.rollout.max_staleness;
-      ao.partial_rollout = c.rollout.partial_rollout;
-      ao.prefer_fresh = c.rollout.prefer_fresh;
-      rollout_ = std::make_unique<AsyncRolloutSource>(std::move(remote), std::move(weights), ctx_, c.rollout.flow,
-                                                      c.rollout.n, c.data.train_batch_size,
-                                                      static_cast<uint64_t>(c.trainer.seed), *prompts_, *drivers_, ao);
-      AGENTR1_LOG(INFO) << "asynchronous rollout on the remote engines: max_staleness " << ao.max_staleness
-                        << ", partial rollouts " << (ao.partial_rollout ? "allowed" : "forbidden")
-                        << ", off-policy correction " << c.actor.off_policy.method;
-    } else {
-      auto rs = std::make_unique<RemoteRolloutSource>(std::move(remote), std::move(weights), ctx_, c.rollout.flow,
-                                                      c.rollout.n, static_cast<uint64_t>(c.trainer.seed), *prompts_,
-                                                      *drivers_);
-      rs->set_process_group(pg_.get());
-      rollout_ = std::move(rs);
-    }
+    auto rb = std::make_unique<RemoteBackend>(std::move(remote), WeightPusher(policy_, dtype, wdir, path));
+    if (!c.rollout.asynchronous()) rb->set_process_group(pg_.get());
+    backend = std::move(rb);
   } else if (c.rollout.asynchronous()) {
     // Its own engine over a copy of the weights; engine_ (sharing the policy) stays for
     // validation.
     rollout::EngineOptions aeo = eo;
     aeo.threads = c.rollout.engine_threads;
     aeo.nice = c.rollout.engine_nice;
+    backend = std::make_unique<EngineCopyBackend>(policy_, aeo);
+  } else {
+    backend = std::make_unique<SharedEngineBackend>(*engine_);
+  }
+  if (c.rollout.asynchronous()) {
     AsyncRolloutOptions ao;
     ao.max_staleness = c.rollout.max_staleness;
     ao.partial_rollout = c.rollout.partial_rollout;
     ao.prefer_fresh = c.rollout.prefer_fresh;
-    rollout_ = std::make_unique<AsyncRolloutSource>(policy_, aeo, ctx_, c.rollout.flow, c.rollout.n,
+    AGENTR1_LOG(INFO) << "asynchronous rollout on " << backend->describe() << ": max_staleness " << ao.max_staleness
+                      << ", partial rollouts " << (ao.partial_rollout ? "allowed" : "forbidden")
+                      << ", off-policy correction " << c.actor.off_policy.method;
+    rollout_ = std::make_unique<AsyncRolloutSource>(std::move(backend), ctx_, c.rollout.flow, c.rollout.n,
                                                     c.data.train_batch_size, static_cast<uint64_t>(c.trainer.seed),
                                                     *prompts_, *drivers_, ao);
-    AGENTR1_LOG(INFO) << "asynchronous rollout: max_staleness " << ao.max_staleness << ", partial rollouts "
-                      << (ao.partial_rollout ? "allowed" : "forbidden") << ", off-policy correction "
-                      << c.actor.off_policy.method;
   } else {
-    auto sync = std::make_unique<SyncRolloutSource>(*engine_, ctx_, c.rollout.flow, c.rollout.n,
+    backend_ = std::move(backend);
+    auto sync = std::make_unique<SyncRolloutSource>(*backend_, ctx_, c.rollout.flow, c.rollout.n,
                                                     static_cast<uint64_t>(c.trainer.seed), *prompts_, *drivers_);
     sync->set_process_group(pg_.get());
     rollout_ = std::move(sync);
@@ -224,10 +216,10 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
 RLTrainer::~RLTrainer() = default;
 
 EvalResult RLTrainer::validate(int64_t step) {
-  // Asynchronous rollout on remote servers: validate on the learner's weights, as the
-  // in-process engine_ does (the producer may not have loaded them yet).
-  if (auto* a = dynamic_cast<AsyncRolloutSource*>(rollout_.get()); a != nullptr && cfg_.rollout.remote_engine())
-    a->wait_weights_loaded();
+  // Remote servers: validation generates through the rollout's backend, so first it must
+  // hold the learner's weights, as the in-process engine_ does (asynchronous: the producer
+  // may not have loaded them yet; synchronous: it does already).
+  if (cfg_.rollout.remote_engine()) rollout_->wait_weights_loaded();
   const EvalResult r = evaluate(val_set_, ctx_, cfg_.rollout.flow, cfg_.rollout.val_k, cfg_.rollout.val_temperature,
                                 static_cast<uint64_t>(cfg_.trainer.seed) * 7919 + 17, *drivers_, pg_.get());
   if (writer_) logger_->validation(step, r, val_set_);

@@ -133,6 +133,7 @@ class RLTrainer {
   bool run_dir_existed_ = false;  // when the trainer was built (else run() created it)
   // The phases.
   std::unique_ptr<PromptSource> prompts_;
+  std::unique_ptr<RolloutBackend> backend_;  // the synchronous source's (the asynchronous one owns its own)
   std::unique_ptr<RolloutSource> rollout_;
   std::unique_ptr<Learner> learner_;
   std::unique_ptr<AdvantagePhase> advantages_;

@@ -20,7 +20,7 @@
 #include "agentr1/train/learner/actor.h"
 #include "agentr1/train/learner/critic.h"
 #include "agentr1/train/health.h"
-#include "agentr1/train/rollout/remote_rollout_source.h"
+#include "agentr1/train/rollout/rollout_backend.h"
 
 namespace agentr1::train {
 
@@ -91,7 +91,7 @@ struct RolloutConfig {
                                   // (measured on 2 cores: 1.16x steps/h at nice 10 vs 0.96x at 0)
   std::string engine = "local";   // where rollouts generate: local (the in-process engine,
                                   // sharing the learner's weights) | remote (OpenAI-compatible
-                                  // servers: rollout.remote; remote_rollout_source.h)
+                                  // servers: rollout.remote; rollout_backend.h)
   RemoteRolloutOptions remote;    // rollout.engine=remote: servers, wire format, retries,
                                   // where the weights are handed over
   flow::FlowOptions flow;         // budgets, sampling, agent, env kwargs

@@ -4,36 +4,17 @@
 #include <atomic>
 #include <chrono>
 
-#include <torch/nn/module.h>
-
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
 #include "agentr1/core/timing.h"
 #include "agentr1/flow/group_rollout.h"
 #include "agentr1/train/prompt_source.h"
-#include "agentr1/train/rollout/remote_rollout_source.h"
 
 namespace agentr1::train {
 
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// Copies src's parameters into dst's (same architecture), in place. The engine must not
-// be computing (paused or drained).
-void copy_parameters(const std::vector<at::Tensor>& src, model::Transformer& dst) {
-  at::NoGradGuard no_grad;
-  auto params = dst->parameters();
-  AGENTR1_CHECK(params.size() == src.size(), "weight swap: " << src.size() << " tensors for a model with "
-                                                             << params.size() << " parameters");
-  for (size_t i = 0; i < src.size(); ++i) params[i].copy_(src[i]);
-}
-
-std::vector<at::Tensor> snapshot(const model::Transformer& m) {
-  at::NoGradGuard no_grad;
-  std::vector<at::Tensor> out;
-  for (const auto& p : m->parameters()) out.push_back(p.detach().clone());
-  return out;
-}
 }  // namespace
 
 // The flows' Generator: forwards to the engine until stop(), then refuses new requests
@@ -64,10 +45,11 @@ struct AsyncRolloutSource::Group {
   std::string error;
 };
 
-AsyncRolloutSource::AsyncRolloutSource(flow::FlowContext ctx, flow::FlowOptions opts, int n, int64_t batch_size,
-                                       uint64_t seed, const PromptSource& prompts, ThreadPool& drivers,
-                                       AsyncRolloutOptions a)
-    : ctx_(std::move(ctx)),
+AsyncRolloutSource::AsyncRolloutSource(std::unique_ptr<RolloutBackend> backend, flow::FlowContext ctx,
+                                       flow::FlowOptions opts, int n, int64_t batch_size, uint64_t seed,
+                                       const PromptSource& prompts, ThreadPool& drivers, AsyncRolloutOptions a)
+    : backend_(std::move(backend)),
+      ctx_(std::move(ctx)),
       opts_(std::move(opts)),
       n_(n),
       batch_size_(batch_size),
@@ -75,40 +57,13 @@ AsyncRolloutSource::AsyncRolloutSource(flow::FlowContext ctx, flow::FlowOptions 
       prompts_(prompts),
       drivers_(drivers),
       a_(a) {
+  AGENTR1_CHECK(backend_ != nullptr, "AsyncRolloutSource: no backend");
   AGENTR1_CHECK(n_ >= 1, "rollout.n must be >= 1, got " << n_);
   AGENTR1_CHECK(batch_size_ >= 1, "data.train_batch_size must be >= 1, got " << batch_size_);
   AGENTR1_CHECK(a_.max_staleness >= 0, "rollout.max_staleness must be >= 0, got " << a_.max_staleness);
+  gate_ = std::make_unique<Gate>(backend_->generator());
+  ctx_.generator = gate_.get();
   last_return_ = Clock::now();
-}
-
-AsyncRolloutSource::AsyncRolloutSource(const model::Transformer& policy, rollout::EngineOptions eo,
-                                       flow::FlowContext ctx, flow::FlowOptions opts, int n, int64_t batch_size,
-                                       uint64_t seed, const PromptSource& prompts, ThreadPool& drivers,
-                                       AsyncRolloutOptions a)
-    : AsyncRolloutSource(std::move(ctx), std::move(opts), n, batch_size, seed, prompts, drivers, a) {
-  policy_ = policy;
-  // The engine's own copy of the weights, same dtype and device as the learner's.
-  const at::Tensor first = policy_->parameters().front();
-  copy_ = model::init_random(policy_->config(), /*seed=*/0);
-  copy_->to(first.device(), first.scalar_type());
-  copy_parameters(snapshot(policy_), copy_);
-  copy_->eval();
-  for (auto& p : copy_->parameters()) p.requires_grad_(false);
-  engine_ = std::make_unique<rollout::Engine>(copy_, std::move(eo));
-  gate_ = std::make_unique<Gate>(*engine_);
-  ctx_.generator = gate_.get();
-}
-
-AsyncRolloutSource::AsyncRolloutSource(std::unique_ptr<rollout::RemoteGenerator> generator, WeightPusher weights,
-                                       flow::FlowContext ctx, flow::FlowOptions opts, int n, int64_t batch_size,
-                                       uint64_t seed, const PromptSource& prompts, ThreadPool& drivers,
-                                       AsyncRolloutOptions a)
-    : AsyncRolloutSource(std::move(ctx), std::move(opts), n, batch_size, seed, prompts, drivers, a) {
-  AGENTR1_CHECK(generator != nullptr, "AsyncRolloutSource: no remote generator");
-  remote_ = std::move(generator);
-  weights_ = std::make_unique<WeightPusher>(std::move(weights));
-  gate_ = std::make_unique<Gate>(*remote_);
-  ctx_.generator = gate_.get();
 }
 
 AsyncRolloutSource::~AsyncRolloutSource() { stop(); }
@@ -164,33 +119,22 @@ void AsyncRolloutSource::producer_loop() {
 }
 
 void AsyncRolloutSource::apply_swap(std::unique_lock<std::mutex>& lk) {
-  Pending p = std::move(*pending_);
+  StagedWeights w = std::move(*pending_);
   pending_.reset();
+  const int64_t version = w.version;
   lk.unlock();
   const auto t0 = Clock::now();
   try {
-    if (remote_) {
-      // Every server loads it (draining its in-flight requests, see the top); then the
-      // client stamps it on responses that carry no version.
-      weights_->load(*remote_, p.dir, p.version);
-    } else {
-      auto swap = [&](model::Transformer& m) {
-        copy_parameters(p.tensors, m);
-        engine_->clear_prefix_cache();  // keys/values of the old weights
-        engine_->set_policy_version(p.version);
-      };
-      if (a_.partial_rollout)
-        engine_->with_model_drained(swap);  // no response straddles the swap
-      else
-        engine_->with_model(swap);          // nothing in flight: the engine is idle
-    }
+    // partial_rollout: responses may be running (they end on the old weights first);
+    // otherwise nothing is in flight (no group starts while a swap waits).
+    backend_->apply(std::move(w), a_.partial_rollout);
   } catch (...) {
     lk.lock();
     throw;
   }
   const double dt = seconds_since(t0);
   lk.lock();
-  applied_version_ = p.version;
+  applied_version_ = version;
   ++swaps_;
   swap_seconds_ += dt;
   cv_.notify_all();
@@ -258,25 +202,20 @@ void AsyncRolloutSource::finish_trajectory(const std::shared_ptr<Group>& g, int 
 }
 
 void AsyncRolloutSource::push_weights(int64_t version) {
-  Pending p;
-  p.version = version;
   const auto t0 = Clock::now();
-  if (remote_)
-    p.dir = weights_->write(version);  // the servers load it on the producer's side
-  else
-    p.tensors = snapshot(policy_);
+  StagedWeights w = backend_->stage(version);  // the producer applies it
   const double dt = seconds_since(t0);
-  std::string unloaded;
+  std::optional<StagedWeights> replaced;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (pending_.has_value() && pending_->dir != p.dir) unloaded = pending_->dir;  // replaced before it was loaded
-    pending_.emplace(std::move(p));
+    if (pending_.has_value()) replaced = std::move(pending_);  // replaced before it was applied
+    pending_.emplace(std::move(w));
     learner_version_ = version;
     pushed_ = true;
-    write_seconds_ += remote_ ? dt : 0.0;
+    write_seconds_ += dt;
   }
   cv_.notify_all();
-  if (!unloaded.empty()) weights_->discard(unloaded);
+  if (replaced.has_value()) backend_->discard(*replaced);
 }
 
 void AsyncRolloutSource::wait_weights_loaded() {
@@ -298,14 +237,12 @@ RolloutBatch AsyncRolloutSource::collect(int64_t step) {
   std::unique_lock<std::mutex> lk(mu_);
   learner_busy_.stop(t_enter);
   if (!started_) {
-    AGENTR1_CHECK(!remote_ || pushed_, "asynchronous rollout on remote servers: collect() before the first "
-                                       "push_weights (the servers' weights are unknown)");
+    AGENTR1_CHECK(!backend_->needs_first_push() || pushed_,
+                  "asynchronous rollout on " << backend_->describe()
+                                             << ": collect() before the first push_weights (the weights are unknown)");
     started_ = true;
     first_batch_ = step;
-    if (remote_)
-      remote_seen_ = remote_->stats();
-    else
-      engine_->reset_stats();
+    (void)backend_->take_metrics();  // counters from here on
     producer_ = std::thread([this] { producer_loop(); });
   }
   RolloutBatch b;
@@ -366,31 +303,11 @@ RolloutBatch AsyncRolloutSource::collect(int64_t step) {
   learner_busy_.forget_before(t_out);
   last_return_ = t_out;
   learner_busy_.start(t_out);
-  if (remote_) {
-    b.metrics["timing/weight_write"] = write_seconds_;
-    write_seconds_ = 0;
-  }
+  b.metrics["timing/weight_write"] = write_seconds_;
+  write_seconds_ = 0;
   lk.unlock();
-  if (remote_) {
-    // Counters since the last call: a difference of running totals (a reset after the
-    // read would lose the answers that arrive in between; the producer keeps going).
-    const rollout::RemoteGenerator::Stats now = remote_->stats();
-    rollout::RemoteGenerator::Stats d = now;
-    d.requests -= remote_seen_.requests;
-    d.retries -= remote_seen_.retries;
-    d.generated_tokens -= remote_seen_.generated_tokens;
-    d.unknown_logprobs -= remote_seen_.unknown_logprobs;
-    for (size_t i = 0; i < d.per_server.size() && i < remote_seen_.per_server.size(); ++i)
-      d.per_server[i] -= remote_seen_.per_server[i];
-    remote_seen_ = now;
-    for (const auto& kv : remote_metrics(d)) b.metrics[kv.first] = kv.second;
-  } else {
-    const auto es = engine_->stats();
-    engine_->reset_stats();
-    b.metrics["rollout/prefix_reuse_rate"] = es.prefix_reuse_rate();
-    b.metrics["rollout/mean_decode_batch"] = es.mean_decode_batch();
-    b.metrics["rollout/generated_tokens"] = static_cast<double>(es.generated_tokens);
-  }
+  // Counters since the last call (the producer keeps going meanwhile).
+  for (const auto& kv : backend_->take_metrics()) b.metrics[kv.first] = kv.second;
   b.metrics["perf/gen_tokens_per_s"] = b.metrics["rollout/generated_tokens"] / std::max(1e-9, b.metrics["async/window_s"]);
   return b;
 }

@@ -1,16 +1,17 @@
-// agentr1/train/async_rollout_source.h — rollout and training at once, with bounded
+// agentr1/train/rollout/async_rollout_source.h — rollout and training at once, with bounded
 // staleness (Agent-R1's second limit; AReaL's and verl's fully asynchronous trainers).
 //
 //   AsyncRolloutOptions a;  a.max_staleness = 1;
-//   AsyncRolloutSource rollouts(policy, engine_opts, ctx, cfg.rollout.flow, n, batch_size, seed,
-//                               prompts, drivers, a);
+//   AsyncRolloutSource rollouts(std::make_unique<EngineCopyBackend>(policy, engine_opts), ctx,
+//                               cfg.rollout.flow, n, batch_size, seed, prompts, drivers, a);
 //   RolloutBatch b = rollouts.collect(step);   // waits only if the producer is behind
 //   learner.update(...);                        // the producer keeps generating meanwhile
 //   rollouts.push_weights(step);                // a snapshot; the engine swaps it in soon
 //
 //   // rollout.engine=remote: the servers generate and hold the weights.
-//   AsyncRolloutSource remote(std::move(remote_generator), WeightPusher(policy, dtype, wdir, model_dir),
-//                             ctx, cfg.rollout.flow, n, batch_size, seed, prompts, drivers, a);
+//   auto backend = std::make_unique<RemoteBackend>(std::move(remote_generator),
+//                                                  WeightPusher(policy, dtype, wdir, model_dir));
+//   AsyncRolloutSource remote(std::move(backend), ctx, cfg.rollout.flow, n, batch_size, seed, prompts, drivers, a);
 //   remote.push_weights(0);  remote.wait_weights_loaded();   // the servers start from the learner's
 //
 // How it runs. A producer thread starts GRPO groups (n trajectories of one prompt) in the
@@ -21,9 +22,9 @@
 // rule): so at max_staleness 0 it starts step s only once the learner has pushed
 // version s - 1, which is the synchronous trainer (same trajectories, same parameters).
 //
-// Weights travel by version: push_weights copies the learner's parameters (a snapshot;
-// the learner goes on at once) and the producer swaps them into its engine at the next
-// safe point:
+// Weights travel by version (rollout_backend.h): push_weights stages them on the
+// learner's thread (EngineCopyBackend: a snapshot of the parameters; the learner goes on
+// at once) and the producer applies them at the next safe point:
 //   partial_rollout = true:  as soon as no generation request is running
 //                            (Engine::with_model_drained): trajectories in flight keep
 //                            going, each step stamped with the version that sampled it;
@@ -38,7 +39,7 @@
 // oldest first (earliest deadline, so nothing the producer made goes stale waiting), or
 // with prefer_fresh the freshest first (what is left behind may then be dropped).
 //
-// Remote servers (the second constructor; rollout.engine=remote). The producer generates
+// Remote servers (RemoteBackend; rollout.engine=remote). The producer generates
 // through the RemoteGenerator and the servers hold the only other copy of the weights.
 // push_weights(v) writes the policy to <weights_dir>/policy_v<NNNNNN> on the calling
 // (learner's) thread: that write is all it costs the learner (timing/weight_write). The
@@ -81,14 +82,9 @@
 #include <thread>
 #include <vector>
 
-#include <ATen/ATen.h>
-
-#include "agentr1/model/transformer.h"
-#include "agentr1/rollout/engine.h"
-#include "agentr1/rollout/remote_generator.h"
 #include "agentr1/train/busy_clock.h"
+#include "agentr1/train/rollout/rollout_backend.h"
 #include "agentr1/train/rollout/rollout_source.h"
-#include "agentr1/train/rollout/weight_push.h"
 
 namespace agentr1::train {
 
@@ -103,18 +99,14 @@ struct AsyncRolloutOptions {
 
 class AsyncRolloutSource : public RolloutSource {
  public:
-  // policy: the learner's module (read here for the copy, and in push_weights). eo: the
-  // engine of the copy. ctx: flow context whose generator is replaced by this source's
-  // engine. prompts, drivers: not owned, must outlive this. Throws Error on bad options.
-  AsyncRolloutSource(const model::Transformer& policy, rollout::EngineOptions eo, flow::FlowContext ctx,
-                     flow::FlowOptions opts, int n, int64_t batch_size, uint64_t seed,
-                     const PromptSource& prompts, ThreadPool& drivers, AsyncRolloutOptions a);
-  // Remote servers generate (see the top). generator: owned; it replaces ctx's generator.
-  // weights: hands each pushed version to the servers. The servers' weights are unknown
-  // until the first push_weights: collect() before one throws Error.
-  AsyncRolloutSource(std::unique_ptr<rollout::RemoteGenerator> generator, WeightPusher weights,
-                     flow::FlowContext ctx, flow::FlowOptions opts, int n, int64_t batch_size, uint64_t seed,
-                     const PromptSource& prompts, ThreadPool& drivers, AsyncRolloutOptions a);
+  // backend: where the producer generates; owned; it replaces ctx's generator. An
+  // in-process one must hold its own copy of the weights (EngineCopyBackend), since the
+  // learner updates while the producer generates. prompts, drivers: not owned, must
+  // outlive this. Throws Error on bad options. With a backend that needs_first_push()
+  // (remote servers) collect() before the first push_weights throws Error.
+  AsyncRolloutSource(std::unique_ptr<RolloutBackend> backend, flow::FlowContext ctx, flow::FlowOptions opts, int n,
+                     int64_t batch_size, uint64_t seed, const PromptSource& prompts, ThreadPool& drivers,
+                     AsyncRolloutOptions a);
   ~AsyncRolloutSource() override;
 
   // Step `step`'s batch (the first call starts the producer at that step's prompts).
@@ -123,39 +115,33 @@ class AsyncRolloutSource : public RolloutSource {
   // (this call) and _total, async/buffered_groups (left for later steps), async/
   // weight_swaps and timing/weight_swap (since the last call), async/rollout_busy_s,
   // async/learner_busy_s and async/overlap_s (between the previous call's return and this
-  // one's: rollout = some trajectory in flight, learner = outside collect), the engine's
-  // rollout/* counters, or with remote servers remote_metrics() (remote_rollout_source.h:
-  // the client's counters since the last call, which include the requests of a
-  // validation run in between, as the trainer validates through the same client) and
-  // timing/weight_write (the learner's share of the pushes since the last call).
+  // one's: rollout = some trajectory in flight, learner = outside collect), the backend's
+  // counters since the last call (rollout_backend.h: the engine's rollout/*, or remote/*,
+  // which include the requests of a validation run in between, as the trainer validates
+  // through the same client) and timing/weight_write (the learner's share of the pushes
+  // since the last call: snapshots or writes).
   // Throws Error if a trajectory failed (its sample and repeat) or a server failed to load
   // a version.
   RolloutBatch collect(int64_t step) override;
-  // fn runs at once: the engine has its own copy of the weights.
+  // fn runs at once: the backend has its own copy of the weights.
   void with_weights_exclusive(const std::function<void()>& fn) override { fn(); }
-  // Snapshots the policy's parameters as `version` (the learner's current version from
-  // now on); the producer swaps them in at its next safe point. Remote: writes them to
-  // disk instead (Error naming the directory if that fails); the servers load them at the
-  // producer's next safe point.
+  // Stages the policy's weights as `version` (the learner's current version from now on):
+  // a snapshot, or remote a write to disk (Error naming the directory if that fails); the
+  // producer applies them at its next safe point.
   void push_weights(int64_t version) override;
   // Blocks until the generator holds the learner's current version: before the first
   // collect() it swaps a pushed version in on the calling thread, later it waits for the
   // producer to (with partial_rollout=false that includes the trajectories in flight
   // ending). Throws the producer's error, or Error after stop().
-  void wait_weights_loaded();
+  void wait_weights_loaded() override;
   // Stops the producer and waits for the trajectories in flight (idempotent).
   void stop();
 
-  // For tests: the version the engine (or every remote server) holds.
+  // For tests: the version the backend's generator holds.
   int64_t engine_version() const;
 
  private:
   struct Group;
-  struct Pending {            // a pushed version not yet swapped in
-    int64_t version = 0;
-    std::vector<at::Tensor> tensors;  // in-process: the parameters' snapshot
-    std::string dir;                  // remote: the directory WeightPusher::write made
-  };
   struct Ready {
     int64_t batch = 0;        // the step whose prompt batch it answers
     int64_t index = 0;        // sample index within the batch
@@ -164,9 +150,6 @@ class AsyncRolloutSource : public RolloutSource {
   };
   class Gate;
 
-  // What both constructors share (the generator comes after).
-  AsyncRolloutSource(flow::FlowContext ctx, flow::FlowOptions opts, int n, int64_t batch_size, uint64_t seed,
-                     const PromptSource& prompts, ThreadPool& drivers, AsyncRolloutOptions a);
   void producer_loop();
   bool swap_ready() const;   // mu_ held
   bool can_start() const;    // mu_ held
@@ -175,12 +158,8 @@ class AsyncRolloutSource : public RolloutSource {
   void finish_trajectory(const std::shared_ptr<Group>& g, int repeat, std::optional<Trajectory> t,
                          const std::string& error);
 
-  model::Transformer policy_{nullptr};  // in-process: the learner's (read only)
-  model::Transformer copy_{nullptr};    // in-process: the engine's
-  std::unique_ptr<rollout::Engine> engine_;           // in-process
-  std::unique_ptr<rollout::RemoteGenerator> remote_;  // remote: the servers' client
-  std::unique_ptr<WeightPusher> weights_;             // remote: writes and loads versions
-  std::unique_ptr<Gate> gate_;         // the flows' generator: engine or servers, until stop()
+  std::unique_ptr<RolloutBackend> backend_;
+  std::unique_ptr<Gate> gate_;         // the flows' generator: the backend's, until stop()
   flow::FlowContext ctx_;
   flow::FlowOptions opts_;
   int n_;
@@ -201,10 +180,9 @@ class AsyncRolloutSource : public RolloutSource {
   std::map<int64_t, std::vector<Sample>> prompt_cache_;  // batches being started
   int64_t applied_version_ = 0;         // the engine's weights
   int64_t learner_version_ = 0;         // the last push_weights
-  bool pushed_ = false;                 // push_weights was called (remote: servers known)
-  std::optional<Pending> pending_;      // the version to swap in next
-  double write_seconds_ = 0;            // remote: push_weights' writes since the last collect
-  rollout::RemoteGenerator::Stats remote_seen_;  // remote: the client's totals at the last collect
+  bool pushed_ = false;                 // push_weights was called
+  std::optional<StagedWeights> pending_;  // the version to apply next
+  double write_seconds_ = 0;            // push_weights' staging since the last collect
   int64_t inflight_trajectories_ = 0;
   std::deque<Ready> ready_;
   int64_t dropped_total_ = 0;
