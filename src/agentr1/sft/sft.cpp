@@ -136,8 +136,7 @@ SftResult run_sft(model::Transformer& policy, const std::vector<Trajectory>& tra
   AGENTR1_CHECK(!trajs.empty(), "SFT needs at least one demonstration");
   const auto t0 = std::chrono::steady_clock::now();
   SftLearner learner(policy, opts);
-  std::vector<float> zero(trajs.size(), 0.0f);
-  std::vector<PackedRow> rows = pack_trajectories(trajs, zero, /*merge_prefix_steps=*/true);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, /*merge_prefix_steps=*/true);
   SftResult res;
   Rng rng(static_cast<uint64_t>(opts.seed));
   for (int epoch = 0; epoch < opts.epochs; ++epoch) {

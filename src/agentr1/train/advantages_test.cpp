@@ -28,17 +28,10 @@ Trajectory one_step(const TokenIds& prompt, const TokenIds& response, float outc
   return t;
 }
 
-StepTokenValues zeros_like(const std::vector<Trajectory>& trajs) {
-  StepTokenValues z(trajs.size());
-  for (size_t i = 0; i < trajs.size(); ++i)
-    for (const Step& s : trajs[i].steps) z[i].emplace_back(s.response_ids.size(), 0.0f);
-  return z;
-}
-
 TEST(KlInRewardTest, HandComputedTokenKlScoreAndReturns) {
   // Prompt [5,6,7], response [8,9]: row tokens 3 and 4 are actions.
   std::vector<Trajectory> trajs = {one_step({5, 6, 7}, {8, 9}, 1.0f, "g")};
-  std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, zeros_like(trajs), true);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, true);
   ASSERT_EQ(rows.size(), 1u);
   rows[0].old_logprob = {0, -0.3f, -0.7f, -1.0f, -2.0f};
   rows[0].ref_logprob = {0, -9.0f, -9.0f, -1.5f, -1.9f};  // prompt entries must not matter
@@ -79,7 +72,7 @@ TEST(KlInRewardTest, PolicyDifferentFromReferenceMatchesDirectLogprobs) {
   model::Transformer reference = spicy_model(tiny_config(model::Arch::kQwen2), 2);
   std::vector<Trajectory> trajs = {one_step({3, 4, 5, 6, 7, 8}, {10, 11, 12}, 1.0f, "a"),
                                    one_step({3, 4, 5, 6, 9}, {20, 21}, 0.0f, "a")};
-  std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, zeros_like(trajs), true);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, true);
   ActorOptions ao;
   ao.loop.min_shared_prefix = 2;  // the shared-prefix path too
   Actor pa(policy, ao), ra(reference, ao);

@@ -371,10 +371,7 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     const std::vector<Trajectory>& trajs = batch.trajectories;
     merge_into(m, batch.metrics);
     // 2. Pack, then score: old (and reference) log-probs, critic values.
-    StepTokenValues zeros(trajs.size());
-    for (size_t i = 0; i < trajs.size(); ++i)
-      for (const Step& st : trajs[i].steps) zeros[i].emplace_back(st.response_ids.size(), 0.0f);
-    std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, zeros, c.actor.merge_prefix_steps);
+    std::vector<PackedRow> rows = pack_trajectories(trajs, c.actor.merge_prefix_steps);
     merge_into(m, learner_->score(rows));
     // 3. Advantages (and returns, the critic's targets; the KL coefficient's update).
     auto t0 = Clock::now();

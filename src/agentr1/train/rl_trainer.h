@@ -10,7 +10,7 @@
 //                                                         (the engine shares the policy) or async
 //                                                         (rollout.max_staleness > 0: its own engine
 //                                                         and weights copy, generating meanwhile)
-//   rows     = pack_trajectory_tokens(trajectories)       batch.h (append-only steps merged)
+//   rows     = pack_trajectories(trajectories)            batch.h (append-only steps merged)
 //   learner_.score(rows)                                  old / ref log-probs, critic values
 //   adv      = advantages_.compute(trajectories, rows)    estimator + KL in the reward
 //   learner_.update(rows, step > critic_warmup)           critic, then actor (learner core)

@@ -378,12 +378,14 @@ void share_row_columns(std::vector<PackedRow>& rows, const std::vector<uint8_t>&
   }
 }
 
-std::vector<uint8_t> update_share(const std::vector<PackedRow>& mini, int rank, int world_size) {
+std::vector<uint8_t> update_share(const std::vector<PackedRow>& rows, const std::vector<int64_t>& mini, int rank,
+                                  int world_size) {
   std::unordered_map<int64_t, int64_t> order;  // trajectory -> position of first appearance
-  for (const auto& r : mini) order.try_emplace(r.trajectory, static_cast<int64_t>(order.size()));
+  for (int64_t r : mini) order.try_emplace(rows[r].trajectory, static_cast<int64_t>(order.size()));
   const int64_t n = static_cast<int64_t>(order.size());
   std::vector<uint8_t> mine(mini.size(), 0);
-  for (size_t i = 0; i < mini.size(); ++i) mine[i] = rollout_owner(order.at(mini[i].trajectory), n, world_size) == rank;
+  for (size_t i = 0; i < mini.size(); ++i)
+    mine[i] = rollout_owner(order.at(rows[mini[i]].trajectory), n, world_size) == rank;
   return mine;
 }
 

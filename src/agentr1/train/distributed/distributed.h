@@ -164,10 +164,11 @@ std::vector<Trajectory> gather_trajectories(const std::vector<Trajectory>& mine,
 void share_row_columns(std::vector<PackedRow>& rows, const std::vector<uint8_t>& owned,
                        const std::vector<std::vector<float> PackedRow::*>& columns, ProcessGroup& pg);
 
-// Which rows of a mini-batch this rank forwards: the mini-batch's trajectories (in
-// first-appearance order) split into contiguous, near-equal blocks by rank; a row
-// goes with its trajectory.
-std::vector<uint8_t> update_share(const std::vector<PackedRow>& mini, int rank, int world_size);
+// Which rows of a mini-batch (rows[mini...]) this rank forwards, one flag per entry of
+// mini: the mini-batch's trajectories (in first-appearance order) split into contiguous,
+// near-equal blocks by rank; a row goes with its trajectory.
+std::vector<uint8_t> update_share(const std::vector<PackedRow>& rows, const std::vector<int64_t>& mini, int rank,
+                                  int world_size);
 
 // Per-rank metric maps to one: keys containing "max" or starting with "timing/" take
 // the maximum over ranks (the slowest rank sets the pace), keys in `sum_keys` the sum,

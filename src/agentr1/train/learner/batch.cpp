@@ -24,7 +24,7 @@ bool extends(const Step& prev, const Step& next) {
                     next.prompt_ids.begin() + static_cast<std::ptrdiff_t>(prev.prompt_ids.size()));
 }
 
-void append_step(PackedRow& row, const Step& st, int32_t step_index, const std::vector<float>& adv) {
+void append_step(PackedRow& row, const Step& st, int32_t step_index) {
   // The row already holds a prefix of st.prompt_ids; append the rest, then the response.
   for (size_t i = row.tokens.size(); i < st.prompt_ids.size(); ++i) {
     row.tokens.push_back(st.prompt_ids[i]);
@@ -36,7 +36,7 @@ void append_step(PackedRow& row, const Step& st, int32_t step_index, const std::
   for (size_t i = 0; i < st.response_ids.size(); ++i) {
     row.tokens.push_back(st.response_ids[i]);
     row.action.push_back(1);
-    row.advantage.push_back(adv[i]);
+    row.advantage.push_back(0.0f);  // the estimator's, scattered later
     row.rollout_logprob.push_back(st.response_logprobs[i]);
     row.step_of.push_back(step_index);
   }
@@ -44,31 +44,10 @@ void append_step(PackedRow& row, const Step& st, int32_t step_index, const std::
 
 }  // namespace
 
-std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
-                                         const std::vector<float>& traj_advantage,
-                                         bool merge_prefix_steps) {
-  AGENTR1_CHECK(trajs.size() == traj_advantage.size(),
-                "pack_trajectories: " << trajs.size() << " trajectories but "
-                                      << traj_advantage.size() << " advantages");
-  std::vector<std::vector<std::vector<float>>> token_adv(trajs.size());
-  for (size_t i = 0; i < trajs.size(); ++i)
-    for (const Step& st : trajs[i].steps)
-      token_adv[i].emplace_back(st.response_ids.size(), traj_advantage[i]);
-  return pack_trajectory_tokens(trajs, token_adv, merge_prefix_steps);
-}
-
-std::vector<PackedRow> pack_trajectory_tokens(
-    const std::vector<Trajectory>& trajs,
-    const std::vector<std::vector<std::vector<float>>>& token_adv, bool merge_prefix_steps) {
-  AGENTR1_CHECK(trajs.size() == token_adv.size(),
-                "pack_trajectories: " << trajs.size() << " trajectories but advantages for "
-                                      << token_adv.size());
+std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs, bool merge_prefix_steps) {
   std::vector<PackedRow> rows;
   for (size_t ti = 0; ti < trajs.size(); ++ti) {
     const Trajectory& t = trajs[ti];
-    AGENTR1_CHECK(token_adv[ti].size() == t.steps.size(),
-                  "trajectory " << t.uid << ": " << t.steps.size() << " steps but advantages for "
-                                << token_adv[ti].size());
     PackedRow* open = nullptr;
     for (size_t si = 0; si < t.steps.size(); ++si) {
       const Step& st = t.steps[si];
@@ -77,9 +56,6 @@ std::vector<PackedRow> pack_trajectory_tokens(
                                   << st.response_logprobs.size() << " log-probs for "
                                   << st.response_ids.size() << " response tokens");
       if (st.response_ids.empty()) continue;
-      AGENTR1_CHECK(token_adv[ti][si].size() == st.response_ids.size(),
-                    "trajectory " << t.uid << " step " << si << ": " << token_adv[ti][si].size()
-                                  << " advantages for " << st.response_ids.size() << " response tokens");
       const bool merge = merge_prefix_steps && open != nullptr && si > 0 &&
                          extends(t.steps[si - 1], st) &&
                          open->tokens.size() ==
@@ -89,9 +65,30 @@ std::vector<PackedRow> pack_trajectory_tokens(
         open = &rows.back();
         open->trajectory = static_cast<int64_t>(ti);
       }
-      append_step(*open, st, static_cast<int32_t>(si), token_adv[ti][si]);
+      append_step(*open, st, static_cast<int32_t>(si));
     }
   }
+  return rows;
+}
+
+void set_trajectory_advantages(std::vector<PackedRow>& rows, const std::vector<float>& traj_advantage) {
+  for (PackedRow& row : rows) {
+    AGENTR1_CHECK(row.trajectory >= 0 && static_cast<size_t>(row.trajectory) < traj_advantage.size(),
+                  "set_trajectory_advantages: a row of trajectory " << row.trajectory << " but advantages for "
+                                                                   << traj_advantage.size() << " trajectories");
+    row.advantage.assign(row.tokens.size(), 0.0f);
+    for (size_t t = 0; t < row.tokens.size(); ++t)
+      if (row.action[t]) row.advantage[t] = traj_advantage[static_cast<size_t>(row.trajectory)];
+  }
+}
+
+std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
+                                         const std::vector<float>& traj_advantage, bool merge_prefix_steps) {
+  AGENTR1_CHECK(trajs.size() == traj_advantage.size(),
+                "pack_trajectories: " << trajs.size() << " trajectories but " << traj_advantage.size()
+                                      << " advantages");
+  std::vector<PackedRow> rows = pack_trajectories(trajs, merge_prefix_steps);
+  set_trajectory_advantages(rows, traj_advantage);
   return rows;
 }
 
@@ -134,30 +131,30 @@ StepTokenValues gather_step_tokens(const std::vector<PackedRow>& rows,
   return out;
 }
 
-std::vector<std::vector<PackedRow>> trajectory_mini_batches(const std::vector<PackedRow>& rows,
-                                                            int64_t trajectories_per_mini) {
+std::vector<std::vector<int64_t>> trajectory_mini_batches(const std::vector<PackedRow>& rows,
+                                                          int64_t trajectories_per_mini) {
   std::vector<int64_t> trajs;  // in first-appearance order
-  std::unordered_map<int64_t, std::vector<size_t>> rows_of;
+  std::unordered_map<int64_t, std::vector<int64_t>> rows_of;
   for (size_t r = 0; r < rows.size(); ++r) {
     auto [it, fresh] = rows_of.try_emplace(rows[r].trajectory);
     if (fresh) trajs.push_back(rows[r].trajectory);
-    it->second.push_back(r);
+    it->second.push_back(static_cast<int64_t>(r));
   }
   const size_t per = trajectories_per_mini > 0 ? static_cast<size_t>(trajectories_per_mini) : trajs.size();
-  std::vector<std::vector<PackedRow>> out;
+  std::vector<std::vector<int64_t>> out;
   for (size_t start = 0; start < trajs.size(); start += per) {
     out.emplace_back();
     for (size_t k = start; k < std::min(trajs.size(), start + per); ++k)
-      for (size_t r : rows_of[trajs[k]]) out.back().push_back(rows[r]);
+      for (int64_t r : rows_of[trajs[k]]) out.back().push_back(r);
   }
   return out;
 }
 
 std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,
-                                                     int64_t max_rows, int64_t max_tokens, bool by_prefix) {
+                                                     const std::vector<int64_t>& subset, int64_t max_rows,
+                                                     int64_t max_tokens, bool by_prefix) {
   AGENTR1_CHECK(max_rows >= 1, "micro batch size must be >= 1, got " << max_rows);
-  std::vector<int64_t> order(rows.size());
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<int64_t> order = subset;
   if (by_prefix)
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return rows[a].tokens < rows[b].tokens; });
   else
@@ -183,6 +180,13 @@ std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow
   }
   if (!cur.empty()) out.push_back(std::move(cur));
   return out;
+}
+
+std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows, int64_t max_rows,
+                                                     int64_t max_tokens, bool by_prefix) {
+  std::vector<int64_t> all(rows.size());
+  std::iota(all.begin(), all.end(), 0);
+  return make_micro_batches(rows, all, max_rows, max_tokens, by_prefix);
 }
 
 int64_t shared_prefix_length(const std::vector<PackedRow>& rows, const std::vector<int64_t>& idx) {

@@ -1,6 +1,7 @@
-// agentr1/train/batch.h — trajectories -> padded tensors for the learner.
+// agentr1/train/learner/batch.h — trajectories -> padded tensors for the learner.
 //
-//   std::vector<PackedRow> rows = pack_trajectories(trajs, traj_advantages, /*merge=*/true);
+//   std::vector<PackedRow> rows = pack_trajectories(trajs, /*merge=*/true);
+//   scatter_step_tokens(rows, token_advantages, &PackedRow::advantage);  // the estimator's
 //   for (auto& mb : make_micro_batches(rows, /*max_rows=*/8)) {
 //     TrainBatch b = collate(rows, mb);          // tensors [B,T] / [B,T-1]
 //     ...
@@ -56,19 +57,17 @@ struct PackedRow {
   int64_t num_action_tokens() const;
 };
 
-// traj_advantage[i] is broadcast to every action token of trajectory i (outcome
-// estimators). Steps with empty responses contribute no action tokens.
-// Throws Error if a step's logprob count differs from its response length.
-std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
-                                         const std::vector<float>& traj_advantage,
-                                         bool merge_prefix_steps);
+// Steps -> rows (see the top), once per RL step: the advantage column is zero until the
+// estimator's output is scattered in (scatter_step_tokens). Steps with empty responses
+// contribute no tokens. Throws Error if a step's logprob count differs from its
+// response length.
+std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs, bool merge_prefix_steps);
 
-// General form: token_adv[i][s][k] is the advantage of response token k of step s of
-// trajectory i (any estimator's output; an empty vector for a step without tokens).
-// Throws Error if a step's advantage count differs from its response length.
-std::vector<PackedRow> pack_trajectory_tokens(
-    const std::vector<Trajectory>& trajs,
-    const std::vector<std::vector<std::vector<float>>>& token_adv, bool merge_prefix_steps);
+// traj_advantage[i] on every action token of trajectory i's rows (outcome advantages).
+void set_trajectory_advantages(std::vector<PackedRow>& rows, const std::vector<float>& traj_advantage);
+// pack_trajectories + set_trajectory_advantages.
+std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
+                                         const std::vector<float>& traj_advantage, bool merge_prefix_steps);
 
 // Per-token data shaped [trajectory][step][response token] (estimator inputs/outputs).
 using StepTokenValues = std::vector<std::vector<std::vector<float>>>;
@@ -85,16 +84,21 @@ StepTokenValues gather_step_tokens(const std::vector<PackedRow>& rows,
                                    const std::vector<Trajectory>& trajs,
                                    std::vector<float> PackedRow::*field);
 
-// Mini-batches for one optimiser step each (Actor and Critic updates): rows grouped by
-// trajectory, so a trajectory's rows always share a step, `trajectories_per_mini`
-// trajectories per group in first-appearance order (<= 0 = all in one group).
-std::vector<std::vector<PackedRow>> trajectory_mini_batches(const std::vector<PackedRow>& rows,
-                                                            int64_t trajectories_per_mini);
+// Mini-batches for one optimiser step each (Actor and Critic updates), as indices into
+// rows (no copies): rows grouped by trajectory, so a trajectory's rows always share a
+// step, `trajectories_per_mini` trajectories per group in first-appearance order (<= 0 =
+// all in one group).
+std::vector<std::vector<int64_t>> trajectory_mini_batches(const std::vector<PackedRow>& rows,
+                                                          int64_t trajectories_per_mini);
 
-// Groups row indices into micro-batches of at most max_rows rows and max_tokens padded
-// tokens (rows * longest; 0 = unlimited), rows sorted by length to limit padding, or
-// with by_prefix in token order, so rows sharing prefixes (a group's samples, a
-// trajectory's steps) fall into the same micro-batch (tree packing).
+// Groups rows[subset...] (indices into rows; the whole of rows without `subset`) into
+// micro-batches of at most max_rows rows and max_tokens padded tokens (rows * longest;
+// 0 = unlimited), rows sorted by length to limit padding, or with by_prefix in token
+// order, so rows sharing prefixes (a group's samples, a trajectory's steps) fall into the
+// same micro-batch (tree packing). Ties keep subset order. Returns indices into rows.
+std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,
+                                                     const std::vector<int64_t>& subset, int64_t max_rows,
+                                                     int64_t max_tokens = 0, bool by_prefix = false);
 std::vector<std::vector<int64_t>> make_micro_batches(const std::vector<PackedRow>& rows,
                                                      int64_t max_rows, int64_t max_tokens = 0,
                                                      bool by_prefix = false);

@@ -69,17 +69,32 @@ TEST(PackTest, MiniBatchesKeepATrajectorysRowsTogether) {
   // Unmerged: each trajectory gives 2 rows; rows of trajectories 0,1,2 interleaved.
   auto rows = pack_trajectories({two_turn(0), two_turn(1), two_turn(2)}, {1.f, 2.f, 3.f}, false);
   std::vector<PackedRow> shuffled = {rows[2], rows[0], rows[4], rows[3], rows[1], rows[5]};
-  auto minis = trajectory_mini_batches(shuffled, 2);
+  auto minis = trajectory_mini_batches(shuffled, 2);  // indices into shuffled
   ASSERT_EQ(minis.size(), 2u);
-  ASSERT_EQ(minis[0].size(), 4u);  // trajectories 1 and 0 (first-appearance order)
-  EXPECT_EQ(minis[0][0].trajectory, 1);
-  EXPECT_EQ(minis[0][1].trajectory, 1);
-  EXPECT_EQ(minis[0][2].trajectory, 0);
-  EXPECT_EQ(minis[0][3].trajectory, 0);
-  ASSERT_EQ(minis[1].size(), 2u);
-  EXPECT_EQ(minis[1][0].trajectory, 2);
+  // Trajectories 1 and 0 (first-appearance order), each trajectory's rows in row order.
+  EXPECT_EQ(minis[0], (std::vector<int64_t>{0, 3, 1, 4}));
+  EXPECT_EQ(minis[1], (std::vector<int64_t>{2, 5}));
   EXPECT_EQ(trajectory_mini_batches(shuffled, 0).size(), 1u);
   EXPECT_EQ(trajectory_mini_batches(shuffled, 0)[0].size(), 6u);
+}
+
+// Micro-batches of a subset are indices into the whole row list, and the same
+// micro-batches as packing a copy of the subset would give.
+TEST(PackTest, MicroBatchesOfASubsetAreIndicesIntoTheRows) {
+  auto rows = pack_trajectories({two_turn(0), two_turn(1), two_turn(2)}, {1.f, 2.f, 3.f}, false);
+  const std::vector<int64_t> subset = {5, 1, 2, 4};
+  std::vector<PackedRow> copy;
+  for (int64_t r : subset) copy.push_back(rows[static_cast<size_t>(r)]);
+  for (bool by_prefix : {false, true}) {
+    const auto got = make_micro_batches(rows, subset, 3, 0, by_prefix);
+    const auto want = make_micro_batches(copy, 3, 0, by_prefix);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t m = 0; m < got.size(); ++m) {
+      ASSERT_EQ(got[m].size(), want[m].size());
+      for (size_t i = 0; i < got[m].size(); ++i)
+        EXPECT_EQ(got[m][i], subset[static_cast<size_t>(want[m][i])]) << m << " " << i;
+    }
+  }
 }
 
 TEST(PackTest, CollateShiftsTargets) {

@@ -85,10 +85,7 @@ void check_positions(int64_t min_shared_prefix) {
   o.loop.micro_batch_size = 8;  // all rows in one micro-batch (the shared prefix applies)
   Critic critic(vm, o);
   const std::vector<Trajectory> trajs = make_trajs();
-  StepTokenValues zeros(trajs.size());
-  for (size_t i = 0; i < trajs.size(); ++i)
-    for (const Step& s : trajs[i].steps) zeros[i].emplace_back(s.response_ids.size(), 0.0f);
-  std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, zeros, /*merge=*/true);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, /*merge=*/true);
   ASSERT_EQ(rows.size(), 3u);  // trajectory 0's two steps share a row
   std::vector<int64_t> all = {0, 1, 2};
   const int64_t p = shared_prefix_length(rows, all);
@@ -125,10 +122,7 @@ TEST(CriticTest, ValueHeadReadsTheSamePositionsWithASharedPrefix) { check_positi
 
 TEST(CriticTest, StepLevelValueMaskMarksEachStepsFirstActionToken) {
   const std::vector<Trajectory> trajs = make_trajs();
-  StepTokenValues zeros(trajs.size());
-  for (size_t i = 0; i < trajs.size(); ++i)
-    for (const Step& s : trajs[i].steps) zeros[i].emplace_back(s.response_ids.size(), 0.0f);
-  std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, zeros, true);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, true);
   set_value_mask(rows, /*step_level=*/true);
   const StepTokenValues m = gather_step_tokens(rows, trajs, &PackedRow::value_mask);
   for (size_t i = 0; i < trajs.size(); ++i)
@@ -159,7 +153,8 @@ TEST(CriticTest, UpdateLowersTheValueLossOnAFixedBatch) {
   StepTokenValues targets(trajs.size());
   for (size_t i = 0; i < trajs.size(); ++i)
     for (const Step& s : trajs[i].steps) targets[i].emplace_back(s.response_ids.size(), trajs[i].outcome_reward);
-  std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, targets, true);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, true);
+  scatter_step_tokens(rows, targets, &PackedRow::advantage);
   scatter_step_tokens(rows, targets, &PackedRow::returns);
   set_value_mask(rows, false);
   critic.fill_values(rows);
@@ -201,7 +196,8 @@ TEST(CriticTest, InitialisesFromThePolicyAndRoundTripsThroughSave) {
   StepTokenValues targets(trajs.size());
   for (size_t i = 0; i < trajs.size(); ++i)
     for (const Step& s : trajs[i].steps) targets[i].emplace_back(s.response_ids.size(), 1.0f);
-  std::vector<PackedRow> rows = pack_trajectory_tokens(trajs, targets, true);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, true);
+  scatter_step_tokens(rows, targets, &PackedRow::advantage);
   scatter_step_tokens(rows, targets, &PackedRow::returns);
   set_value_mask(rows, true);
   critic.fill_values(rows);

@@ -80,7 +80,8 @@ std::vector<PackedRow> make_rows(model::Transformer& m, uint64_t seed) {
       adv[i].emplace_back();
       for (size_t k = 0; k < st.response_ids.size(); ++k) adv[i].back().push_back(next());
     }
-  auto rows = pack_trajectory_tokens(trajs, adv, /*merge_prefix_steps=*/true);
+  auto rows = pack_trajectories(trajs, /*merge_prefix_steps=*/true);
+  scatter_step_tokens(rows, adv, &PackedRow::advantage);
   ScoringOptions so;
   so.min_shared_prefix = 0;
   score_logprobs(m, rows, &PackedRow::old_logprob, so);

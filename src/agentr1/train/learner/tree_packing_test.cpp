@@ -65,7 +65,9 @@ std::vector<PackedRow> rows_of_groups() {
   StepTokenValues adv(trajs.size());
   for (size_t i = 0; i < trajs.size(); ++i)
     for (const Step& st : trajs[i].steps) adv[i].push_back(std::vector<float>(st.response_ids.size(), 1.0f));
-  return pack_trajectory_tokens(trajs, adv, /*merge_prefix_steps=*/true);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, /*merge_prefix_steps=*/true);
+  scatter_step_tokens(rows, adv, &PackedRow::advantage);
+  return rows;
 }
 
 class TreePackingTest : public ::testing::TestWithParam<model::Arch> {};

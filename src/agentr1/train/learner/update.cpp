@@ -75,46 +75,42 @@ Metrics run_update(const std::vector<PackedRow>& rows, const UpdateLoopOptions& 
   Metrics sum;      // the loss function's metrics and <name>/loss: this rank's part
   Metrics opt_sum;  // the optimiser's (grad_norm, lr): the same on every rank
   int64_t n_updates = 0;
-  const auto minis = trajectory_mini_batches(rows, o.mini_batch_trajectories);
+  const auto minis = trajectory_mini_batches(rows, o.mini_batch_trajectories);  // indices into rows
+  std::vector<double> units(rows.size(), 0.0);  // by row index
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     for (const auto& whole : minis) {
       // The weights' denominators come from the whole mini-batch (every rank has it).
-      std::vector<double> units(whole.size());
       double mini_units = 0;
       int64_t mini_rows = 0;
       size_t longest = 0;
-      for (size_t i = 0; i < whole.size(); ++i) {
-        units[i] = spec.units(whole[i]);
-        mini_units += units[i];
-        mini_rows += units[i] > 0;
-        longest = std::max(longest, whole[i].tokens.size());
+      for (int64_t r : whole) {
+        units[r] = spec.units(rows[r]);
+        mini_units += units[r];
+        mini_rows += units[r] > 0;
+        longest = std::max(longest, rows[r].tokens.size());
       }
       if (mini_units == 0) continue;
-      std::vector<PackedRow> share;
-      if (pg != nullptr) {  // this rank's rows, and their units
-        const std::vector<uint8_t> mine = update_share(whole, pg->rank(), pg->world_size());
-        std::vector<double> share_units;
+      std::vector<int64_t> share;
+      if (pg != nullptr) {  // this rank's rows
+        const std::vector<uint8_t> mine = update_share(rows, whole, pg->rank(), pg->world_size());
         for (size_t i = 0; i < whole.size(); ++i)
-          if (mine[i]) {
-            share.push_back(whole[i]);
-            share_units.push_back(units[i]);
-          }
-        units = std::move(share_units);
+          if (mine[i]) share.push_back(whole[i]);
       }
-      const std::vector<PackedRow>& mini = pg != nullptr ? share : whole;
+      const std::vector<int64_t>& mini = pg != nullptr ? share : whole;
       const double norm_len = spec.norm_len > 0 ? spec.norm_len : static_cast<double>(longest) - 1.0;
       opt.zero_grad();
       Metrics step_m;
       bool finite = true;
-      for (const auto& mb : make_micro_batches(mini, o.micro_batch_size, o.micro_batch_max_tokens, o.tree_packing)) {
+      for (const auto& mb :
+           make_micro_batches(rows, mini, o.micro_batch_size, o.micro_batch_max_tokens, o.tree_packing)) {
         double mb_units = 0;
         int64_t mb_rows = 0;
         for (int64_t r : mb) {
-          mb_units += units[static_cast<size_t>(r)];
-          mb_rows += units[static_cast<size_t>(r)] > 0;
+          mb_units += units[r];
+          mb_rows += units[r] > 0;
         }
         if (mb_units == 0) continue;
-        const TrainBatch b = collate(mini, mb, o.min_shared_prefix, o.device, o.tree_packing);
+        const TrainBatch b = collate(rows, mb, o.min_shared_prefix, o.device, o.tree_packing);
         const MicroBatchScale scale = micro_batch_scale(spec, mb_units, mb_rows, mini_units, mini_rows, norm_len);
         Metrics mm;
         at::Tensor loss = loss_fn(b, scale, mm);
