@@ -1,4 +1,4 @@
-// agentr1/train/benchmark.h — Agent-R1's main table: on every task family (arithmetic,
+// agentr1/experiments/benchmark.h — Agent-R1's main table: on every task family (arithmetic,
 // hotpotqa, alfworld, webshop), the training-free baseline and each RL method from the
 // same checkpoint, seeds and budget (train::run_comparison per family).
 //

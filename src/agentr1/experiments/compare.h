@@ -1,4 +1,4 @@
-// agentr1/train/compare.h — Agent-R1's headline experiment: several RL algorithms on
+// agentr1/experiments/compare.h — Agent-R1's headline experiment: several RL algorithms on
 // one task with the same model, seeds and budget, against the training-free baseline.
 //
 //   CompareRecipe recipe = parse_compare_recipe(load_yaml_file("configs/compare.yaml"));

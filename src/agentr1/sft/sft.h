@@ -1,4 +1,4 @@
-// agentr1/train/sft.h — supervised fine-tuning on demonstration episodes.
+// agentr1/sft/sft.h — supervised fine-tuning on demonstration episodes.
 //
 //   // Demonstrations become trajectories through the SAME agent loop as RL rollouts
 //   // (a scripted generator "samples" the expert's tokens), so SFT rows are token for

@@ -1,4 +1,4 @@
-// agentr1/tasks/alfworld_expert.h — the ALFWorld expert: a planner over the true state
+// agentr1/tasks/alfworld/alfworld_expert.h — the ALFWorld expert: a planner over the true state
 // (ALFWorld's handcoded expert, which also reads the game's facts), for SFT
 // demonstrations and `agentr1 play`.
 //

@@ -1,4 +1,4 @@
-// agentr1/tasks/alfworld_generator.h — seeded ALFWorld-style rooms with a task, by level,
+// agentr1/tasks/alfworld/alfworld_generator.h — seeded ALFWorld-style rooms with a task, by level,
 // with held-out ("unseen") layouts for the test split.
 //
 //   WorldSpec spec{/*seed=*/7, /*index=*/0, /*level=*/2, DataSplit::kTrain, TaskType::kClean};

@@ -1,4 +1,4 @@
-// agentr1/tasks/alfworld_world.h — the state and rules of one ALFWorld-style room: numbered
+// agentr1/tasks/alfworld/alfworld_world.h — the state and rules of one ALFWorld-style room: numbered
 // receptacles, objects with states, the commands and their observations (TextWorld's
 // ALFRED grammar, alfworld/data/alfred.twl2 + alfred.pddl), and the goal test.
 //

@@ -1,4 +1,4 @@
-// agentr1/tasks/arithmetic.h — seeded GSM8K-style arithmetic word problems meant to be
+// agentr1/tasks/arithmetic/arithmetic.h — seeded GSM8K-style arithmetic word problems meant to be
 // solved with the calculator tool (the "arith_calc" task family).
 //
 //   ArithmeticOptions opts;                       // levels 1..4, 2-3 digit amounts

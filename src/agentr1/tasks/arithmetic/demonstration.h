@@ -1,4 +1,4 @@
-// agentr1/tasks/demonstration.h — expert tool-using episodes for SFT warm start.
+// agentr1/tasks/arithmetic/demonstration.h — expert tool-using episodes for SFT warm start.
 //
 //   ArithProblem p = generate_problem(seed, i);
 //   json tools = json::array({Calculator().schema()});

@@ -1,4 +1,4 @@
-// agentr1/tasks/hotpotqa_data.h — the HotpotQA JSON format (hotpot_train_v1.1.json,
+// agentr1/tasks/hotpotqa/hotpotqa_data.h — the HotpotQA JSON format (hotpot_train_v1.1.json,
 // hotpot_dev_distractor_v1.json): rows, their passages, and the global corpus.
 //
 //   std::vector<HotpotExample> rows = load_hotpot_file("hotpot_dev_distractor_v1.json");

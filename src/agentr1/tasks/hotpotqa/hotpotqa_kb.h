@@ -1,4 +1,4 @@
-// agentr1/tasks/hotpotqa_kb.h — seeded synthetic multi-hop QA over a small knowledge
+// agentr1/tasks/hotpotqa/hotpotqa_kb.h — seeded synthetic multi-hop QA over a small knowledge
 // base of people, films, studios (companies), cities and countries, rendered as short
 // encyclopedic passages, HotpotQA-style (the generated data of the "hotpotqa" family).
 //

@@ -1,4 +1,4 @@
-// agentr1/tasks/qa_metrics.h — answer normalisation, exact match and token F1 for
+// agentr1/tasks/hotpotqa/qa_metrics.h — answer normalisation, exact match and token F1 for
 // open-domain QA (the hotpotqa family's rewards "em" and "f1").
 //
 //   normalize_answer("The  Eiffel Tower!")        // "eiffel tower" ("Eiffel-Tower" -> "eiffeltower")

@@ -1,4 +1,4 @@
-// agentr1/tasks/webshop_goal.h — seeded shopping goals over a catalogue, by level, with
+// agentr1/tasks/webshop/webshop_goal.h — seeded shopping goals over a catalogue, by level, with
 // a train/test split disjoint by target product.
 //
 //   WebshopGoalOptions o;                    // levels 1..4, train split

@@ -1,4 +1,4 @@
-// agentr1/tasks/webshop_reward.h — WebShop's purchase reward (goal.py get_reward) as a
+// agentr1/tasks/webshop/webshop_reward.h — WebShop's purchase reward (goal.py get_reward) as a
 // pure function, with the string rules it rests on.
 //
 //   WebshopRewardTerms r = webshop_reward(goal, bought_product, bought_product.price, {"navy", "large"});

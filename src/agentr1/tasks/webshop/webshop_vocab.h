@@ -1,4 +1,4 @@
-// agentr1/tasks/webshop_vocab.h — the fixed vocabulary of generated WebShop catalogues:
+// agentr1/tasks/webshop/webshop_vocab.h — the fixed vocabulary of generated WebShop catalogues:
 // product types (category, product_category path, search query, title noun phrase,
 // attribute pool, option groups, price range) and brand names.
 //

@@ -1,4 +1,4 @@
-// agentr1/text/bpe_trainer.cpp — byte-level BPE training (see bpe_trainer.h).
+// agentr1/text/bpe_trainer/bpe_trainer.cpp — byte-level BPE training (see bpe_trainer.h).
 //
 // Data layout: every distinct pre-token ("word") is a run of symbol ids inside one flat
 // array (offset, length), with its corpus count. pair_count holds the weighted count of

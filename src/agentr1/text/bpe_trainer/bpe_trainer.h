@@ -1,4 +1,4 @@
-// agentr1/text/bpe_trainer.h — train a byte-level BPE tokenizer (Qwen2/Qwen3 layout).
+// agentr1/text/bpe_trainer/bpe_trainer.h — train a byte-level BPE tokenizer (Qwen2/Qwen3 layout).
 //
 //   BpeTrainerOptions opts;
 //   opts.vocab_size = 2048;                          // bytes + merges + special tokens

@@ -1,4 +1,4 @@
-// agentr1/text/chat_template.h — chat messages -> prompt text through the model's own
+// agentr1/text/jinja/chat_template.h — chat messages -> prompt text through the model's own
 // Jinja chat template (text/jinja/jinja.h), byte-identical to HF transformers'
 // apply_chat_template(tokenize=False) for any template.
 //

@@ -1,4 +1,4 @@
-// agentr1/text/jinja.h — a Jinja interpreter for HuggingFace chat templates: renders
+// agentr1/text/jinja/jinja.h — a Jinja interpreter for HuggingFace chat templates: renders
 // byte-identically to jinja2 3.1 in the environment HF transformers uses
 // (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, tojson as
 // json.dumps, raise_exception, strftime_now, the {% generation %} block).

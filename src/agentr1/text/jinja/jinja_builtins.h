@@ -1,4 +1,4 @@
-// agentr1/text/jinja_builtins.h — what jinja2 3.1's ImmutableSandboxedEnvironment gives
+// agentr1/text/jinja/jinja_builtins.h — what jinja2 3.1's ImmutableSandboxedEnvironment gives
 // a template besides syntax: operators with Python semantics, sandboxed attribute and
 // item lookup (Python str/list/dict methods; mutating ones are refused), the builtin
 // filters and tests, and the globals HF transformers adds (raise_exception,

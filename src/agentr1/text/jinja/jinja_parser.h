@@ -1,4 +1,4 @@
-// agentr1/text/jinja_parser.h — Jinja template text -> syntax tree, with the lexer
+// agentr1/text/jinja/jinja_parser.h — Jinja template text -> syntax tree, with the lexer
 // settings HF transformers uses (trim_blocks, lstrip_blocks, a single trailing newline
 // dropped, loopcontrols, its {% generation %} block). Syntax errors throw
 // agentr1::Error naming the line, column and construct.

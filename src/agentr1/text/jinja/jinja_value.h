@@ -1,4 +1,4 @@
-// agentr1/text/jinja_value.h — the values a Jinja template computes with, with
+// agentr1/text/jinja/jinja_value.h — the values a Jinja template computes with, with
 // Python's semantics (what jinja2 does, since it runs on Python objects): truthiness,
 // ==, <, str() and repr() printing ("[1, 'a']", "None", "True", floats as repr),
 // and jinja2's default Undefined (prints "", iterates empty, is falsy; using it in

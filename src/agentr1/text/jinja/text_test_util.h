@@ -1,4 +1,4 @@
-// agentr1/text/text_test_util.h — helpers shared by the text layer's reference-parity
+// agentr1/text/jinja/text_test_util.h — helpers shared by the text layer's reference-parity
 // tests (chat templates, Jinja): reading fixture files and showing where two renders
 // first differ.
 #pragma once

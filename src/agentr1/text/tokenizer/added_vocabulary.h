@@ -1,4 +1,4 @@
-// agentr1/text/added_vocabulary.h — tokenizer.json "added_tokens": tokens matched in the
+// agentr1/text/tokenizer/added_vocabulary.h — tokenizer.json "added_tokens": tokens matched in the
 // text before any normalization or BPE (<|im_start|>, <tool_call>, ...).
 //
 //   AddedTokenMatcher m;

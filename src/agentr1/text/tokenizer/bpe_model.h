@@ -1,4 +1,4 @@
-// agentr1/text/bpe_model.h — the BPE model of tokenizer.json ("model": {"type": "BPE"}):
+// agentr1/text/tokenizer/bpe_model.h — the BPE model of tokenizer.json ("model": {"type": "BPE"}):
 // vocabulary, ranked merges, and the merge loop that turns one pre-token into ids.
 //
 //   BpeModel bpe = BpeModel::from_json(tokenizer_json["model"], /*byte_level=*/true);

@@ -1,4 +1,4 @@
-// agentr1/text/byte_level.h — GPT-2's reversible byte <-> printable-character mapping.
+// agentr1/text/tokenizer/byte_level.h — GPT-2's reversible byte <-> printable-character mapping.
 //
 // Byte-level BPE vocabularies (GPT-2, Qwen2/3, Llama 3) spell every byte as one
 // printable Unicode character: the printable Latin-1 bytes map to themselves, the other

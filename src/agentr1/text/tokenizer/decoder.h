@@ -1,4 +1,4 @@
-// agentr1/text/decoder.h — tokenizer.json's "decoder": how a list of token strings
+// agentr1/text/tokenizer/decoder.h — tokenizer.json's "decoder": how a list of token strings
 // (vocabulary entries and added-token contents) becomes text.
 //
 //   Decoder d = Decoder::from_json(tokenizer_json["decoder"]);

@@ -1,4 +1,4 @@
-// agentr1/text/normalizer.h — tokenizer.json's "normalizer": the text rewrite applied to
+// agentr1/text/tokenizer/normalizer.h — tokenizer.json's "normalizer": the text rewrite applied to
 // every plain (non-added-token) segment before pre-tokenization.
 //
 //   Normalizer n = Normalizer::from_json(tokenizer_json["normalizer"]);

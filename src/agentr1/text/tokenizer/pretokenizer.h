@@ -1,4 +1,4 @@
-// agentr1/text/pretokenizer.h — splitting normalized text into pre-tokens ("words")
+// agentr1/text/tokenizer/pretokenizer.h — splitting normalized text into pre-tokens ("words")
 // before BPE, as tokenizer.json's "pre_tokenizer" section describes.
 //
 //   PreTokenizer pre = PreTokenizer::from_json(tokenizer_json["pre_tokenizer"]);

@@ -1,4 +1,4 @@
-// agentr1/text/tokenizer.h — HuggingFace-compatible BPE tokenizer (tokenizer.json +
+// agentr1/text/tokenizer/tokenizer.h — HuggingFace-compatible BPE tokenizer (tokenizer.json +
 // tokenizer_config.json): byte-level families (Qwen2/Qwen3, GPT-2, Llama 3, DeepSeek-V3,
 // gpt-oss, Mistral Nemo) and SentencePiece-converted ones (Llama 2, Mistral, Gemma:
 // byte_fallback BPE with "▁" for spaces).

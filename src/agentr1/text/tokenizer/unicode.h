@@ -1,4 +1,4 @@
-// agentr1/text/unicode.h — the small set of UTF-8 and Unicode helpers the tokenizer needs.
+// agentr1/text/tokenizer/unicode.h — the small set of UTF-8 and Unicode helpers the tokenizer needs.
 //
 //   std::string clean = sanitize_utf8(raw);          // invalid bytes -> U+FFFD
 //   std::string nfc = normalize(clean, NormalForm::kNFC);

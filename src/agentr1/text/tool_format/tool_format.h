@@ -1,4 +1,4 @@
-// agentr1/text/tool_format.h — how a model writes tool calls in its response text and
+// agentr1/text/tool_format/tool_format.h — how a model writes tool calls in its response text and
 // how tool results are written back (registered by name).
 //
 //   std::unique_ptr<ToolFormat> fmt = make_tool_format("hermes");

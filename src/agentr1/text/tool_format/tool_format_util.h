@@ -1,4 +1,4 @@
-// agentr1/text/tool_format_util.h — helpers the tool-call formats share (internal to
+// agentr1/text/tool_format/tool_format_util.h — helpers the tool-call formats share (internal to
 // agentr1_text: tool_format*.cpp). Nothing here throws on model text.
 #pragma once
 

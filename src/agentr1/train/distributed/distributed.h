@@ -1,4 +1,4 @@
-// agentr1/train/distributed.h — data parallelism on torch.distributed's c10d (Gloo on
+// agentr1/train/distributed/distributed.h — data parallelism on torch.distributed's c10d (Gloo on
 // CPU): ranks from the torchrun environment, the collectives the trainer needs, and
 // the rules that make N ranks train like one process with the whole batch.
 //

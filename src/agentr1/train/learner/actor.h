@@ -1,4 +1,4 @@
-// agentr1/train/actor.h — the policy learner: its options, its loss, and the calls
+// agentr1/train/learner/actor.h — the policy learner: its options, its loss, and the calls
 // into the shared learner core (scoring.h, update.h, optimizer.h).
 //
 //   Actor actor(policy, opts);                            // on the policy's device

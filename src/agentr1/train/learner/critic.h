@@ -1,4 +1,4 @@
-// agentr1/train/critic.h — the value model (PPO critic): a transformer body plus a
+// agentr1/train/learner/critic.h — the value model (PPO critic): a transformer body plus a
 // Linear(hidden, 1) value head, its values on packed rows and its clipped-loss update.
 //
 //   ValueModel vm = make_value_model(opts.model_path, policy, dtype, device);  // "" = copy of policy

@@ -1,4 +1,4 @@
-// agentr1/train/learner.h — the learner of an RL step: the actor, the critic (estimators
+// agentr1/train/learner/learner.h — the learner of an RL step: the actor, the critic (estimators
 // with values) and the frozen reference (KL loss or KL in the reward), on one device.
 //
 //   Learner learner(policy, reference_or_null, std::move(critic_or_null), cfg.actor, device);

@@ -1,4 +1,4 @@
-// agentr1/train/optimizer.h — the optimiser unit shared by the actor, the critic and SFT:
+// agentr1/train/learner/optimizer.h — the optimiser unit shared by the actor, the critic and SFT:
 // AdamW, the learning-rate schedule, and one guarded step.
 //
 //   Optimizer opt(model->parameters(), opts.optim, "actor", /*max_consecutive_skips=*/5);

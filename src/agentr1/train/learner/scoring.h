@@ -1,4 +1,4 @@
-// agentr1/train/scoring.h — the no-grad scoring pass over packed rows: log-probs,
+// agentr1/train/learner/scoring.h — the no-grad scoring pass over packed rows: log-probs,
 // entropy, critic values. Used for old log-probs (the policy before the update),
 // reference log-probs (the frozen reference, no optimiser anywhere) and old values.
 //

@@ -1,4 +1,4 @@
-// agentr1/train/update.h — the update loop shared by the actor, the critic and SFT:
+// agentr1/train/learner/update.h — the update loop shared by the actor, the critic and SFT:
 // epochs x mini-batches x micro-batches, one optimiser step per mini-batch.
 //
 //   UpdateLoopOptions o;                    // epochs, mini/micro sizes, shared prefix, device

@@ -1,7 +1,8 @@
-// agentr1/train/weight_push.h — handing the learner's weights to remote inference
+// agentr1/train/rollout/weight_push.h — handing the learner's weights to remote inference
 // servers (rollout.engine=remote): the policy written to disk in HF layout, then loaded
-// by every server. Shared by RemoteRolloutSource (push after each update, in turn with
-// generation) and AsyncRolloutSource (written by the learner, loaded by the producer).
+// by every server. Used by RemoteBackend (rollout_backend.h): written when a version is
+// staged, loaded when it is applied (in turn with generation under SyncRolloutSource; by
+// the producer under AsyncRolloutSource).
 //
 //   WeightPusher w(policy, at::kFloat, "/shared/weights", "models/qwen3");
 //   std::string dir = w.write(3);   // <weights_dir>/policy_v000003, on the learner's thread
