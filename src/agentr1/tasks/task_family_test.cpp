@@ -125,9 +125,9 @@ TEST(ArithmeticFamilyKwargs, ErrorsNameTheKeyAndTheRule) {
        {"min_level", "max_level", "use_system_prompt", "tools_in_prompt", "restate_expression", "demo_style"})
     EXPECT_TRUE(contains(e, k)) << "known keys must list " << k << ": " << e;
   e = error_of([] { arithmetic({{"demo_style", "chained"}}); });
-  EXPECT_TRUE(contains(e, "'demo_style'") && contains(e, "chained") && contains(e, "per_step")) << e;
+  EXPECT_TRUE(contains(e, "data.task_kwargs.demo_style: ") && contains(e, "chained") && contains(e, "per_step")) << e;
   e = error_of([] { arithmetic({{"demo_style", 2}}); });
-  EXPECT_TRUE(contains(e, "'demo_style'") && contains(e, "got 2")) << e;
+  EXPECT_TRUE(contains(e, "data.task_kwargs.demo_style: ") && contains(e, "got 2")) << e;
 
   e = error_of([] { arithmetic({{"max_level", 5}}); });
   EXPECT_TRUE(contains(e, "'max_level'") && contains(e, "1..4") && contains(e, "got 5")) << e;
@@ -141,13 +141,17 @@ TEST(ArithmeticFamilyKwargs, ErrorsNameTheKeyAndTheRule) {
   EXPECT_TRUE(contains(e, "<= max_level")) << e;
 
   e = error_of([] { arithmetic({{"max_level", "2"}}); });
-  EXPECT_TRUE(contains(e, "'max_level'") && contains(e, "integer") && contains(e, "\"2\"")) << e;
+  EXPECT_TRUE(contains(e, "data.task_kwargs.max_level: ") && contains(e, "integer") && contains(e, "\"2\"")) << e;
   e = error_of([] { arithmetic({{"max_level", 2.5}}); });
-  EXPECT_TRUE(contains(e, "'max_level'") && contains(e, "integer")) << e;
+  EXPECT_TRUE(contains(e, "data.task_kwargs.max_level: ") && contains(e, "integer") &&
+              contains(e, "not a whole number"))
+      << e;
   e = error_of([] { arithmetic({{"tools_in_prompt", 0}}); });
-  EXPECT_TRUE(contains(e, "'tools_in_prompt'") && contains(e, "true or false") && contains(e, "got 0")) << e;
+  EXPECT_TRUE(contains(e, "data.task_kwargs.tools_in_prompt: ") && contains(e, "true or false") &&
+              contains(e, "got 0"))
+      << e;
   e = error_of([] { arithmetic({{"use_system_prompt", "no"}}); });
-  EXPECT_TRUE(contains(e, "'use_system_prompt'") && contains(e, "true or false")) << e;
+  EXPECT_TRUE(contains(e, "data.task_kwargs.use_system_prompt: ") && contains(e, "true or false")) << e;
 
   e = error_of([] { arithmetic(json::array({1, 2})); });
   EXPECT_TRUE(contains(e, "data.task_kwargs") && contains(e, "arithmetic") && contains(e, "array")) << e;

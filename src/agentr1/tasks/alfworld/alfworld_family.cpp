@@ -12,34 +12,7 @@
 namespace agentr1::tasks {
 namespace {
 
-using alfworld::TaskType;
-
-constexpr const char* kKnownKeys = "min_level, max_level, task_types, use_system_prompt, show_admissible, step_limit";
 constexpr uint64_t kSeedAlfSample = 0x616c6673616dULL;  // "alfsam": per-sample level / task-type draws
-
-int read_level(const std::string& key, const json& v) {
-  AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= alfworld::kMinLevel &&
-                    v.get<int64_t>() <= alfworld::kMaxLevel,
-                "alfworld task option '" << key << "' must be an integer in " << alfworld::kMinLevel << ".."
-                                         << alfworld::kMaxLevel << ", got " << v.dump());
-  return static_cast<int>(v.get<int64_t>());
-}
-
-bool read_bool(const std::string& key, const json& v) {
-  AGENTR1_CHECK(v.is_boolean(), "alfworld task option '" << key << "' must be true or false, got " << v.dump());
-  return v.get<bool>();
-}
-
-std::vector<TaskType> read_task_types(const json& v) {
-  AGENTR1_CHECK(v.is_array(), "alfworld task option 'task_types' must be a list of task-type names, got " << v.dump());
-  std::vector<TaskType> out;
-  for (const json& e : v) {
-    AGENTR1_CHECK(e.is_string(), "alfworld task option 'task_types' must hold strings, got " << e.dump());
-    out.push_back(with_context("alfworld task option 'task_types'",
-                               [&] { return alfworld::parse_task_type(e.get<std::string>()); }));
-  }
-  return out;
-}
 
 json message(const char* role, const std::string& content) { return {{"role", role}, {"content", content}}; }
 
@@ -90,42 +63,10 @@ void AlfworldFamilyOptions::validate() const {
 }
 
 AlfworldFamilyOptions AlfworldFamilyOptions::from_json(const json& kw) {
-  AlfworldFamilyOptions o;
-  if (kw.is_null()) return o;
-  AGENTR1_CHECK(kw.is_object(), "alfworld task options must be a map (keys: " << kKnownKeys << "), got "
-                                                                             << kw.type_name() << " " << kw.dump());
-  for (auto it = kw.begin(); it != kw.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "min_level") {
-      o.min_level = read_level(k, v);
-    } else if (k == "max_level") {
-      o.max_level = read_level(k, v);
-    } else if (k == "task_types") {
-      o.task_types = read_task_types(v);
-    } else if (k == "use_system_prompt") {
-      o.use_system_prompt = read_bool(k, v);
-    } else if (k == "show_admissible") {
-      o.show_admissible = read_bool(k, v);
-    } else if (k == "step_limit") {
-      AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 100000,
-                    "alfworld task option 'step_limit' must be an integer in 1..100000, got " << v.dump());
-      o.step_limit = static_cast<int>(v.get<int64_t>());
-    } else {
-      throw Error("unknown alfworld task option '" + k + "'; known: " + kKnownKeys);
-    }
-  }
-  o.validate();
-  return o;
+  return bind_config<AlfworldFamilyOptions>(json{{"data", {{"task_kwargs", kw}}}}, "data.task_kwargs");
 }
 
-json AlfworldFamilyOptions::to_json() const {
-  json types = json::array();
-  for (TaskType t : task_types) types.push_back(alfworld::task_type_name(t));
-  return {{"min_level", min_level},         {"max_level", max_level},
-          {"task_types", types},            {"use_system_prompt", use_system_prompt},
-          {"show_admissible", show_admissible}, {"step_limit", step_limit}};
-}
+json AlfworldFamilyOptions::to_json() const { return config_to_json(*this); }
 
 AlfworldFamily::AlfworldFamily(AlfworldFamilyOptions opts) : opts_(std::move(opts)) { opts_.validate(); }
 
@@ -196,3 +137,24 @@ void register_alfworld_family() {
 }
 
 }  // namespace agentr1::tasks
+
+namespace agentr1::config_detail {
+
+void Codec<tasks::alfworld::TaskType>::read(const json& v, tasks::alfworld::TaskType& out, const std::string& key,
+                                            BindContext& ctx) {
+  if (!v.is_string()) {
+    ctx.errors.push_back(type_error(key, "an ALFWorld task-type name", v));
+    return;
+  }
+  try {
+    out = tasks::alfworld::parse_task_type(v.get<std::string>());
+  } catch (const std::exception& e) {
+    ctx.errors.push_back(key + ": " + e.what());
+  }
+}
+
+json Codec<tasks::alfworld::TaskType>::write(const tasks::alfworld::TaskType& x) {
+  return tasks::alfworld::task_type_name(x);
+}
+
+}  // namespace agentr1::config_detail

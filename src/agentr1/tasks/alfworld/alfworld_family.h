@@ -1,4 +1,4 @@
-// agentr1/tasks/alfworld_family.h — the "alfworld" task family: ALFWorld-style household
+// agentr1/tasks/alfworld/alfworld_family.h — the "alfworld" task family: ALFWorld-style household
 // rooms (alfworld_world.h, alfworld_generator.h) played as a text game through GameEnv
 // (alfworld_game.h), with the state-reading expert (alfworld_expert.h) for SFT.
 //
@@ -62,6 +62,7 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/json.h"
 #include "agentr1/tasks/alfworld/alfworld_generator.h"
 #include "agentr1/tasks/alfworld/alfworld_world.h"
@@ -82,9 +83,21 @@ struct AlfworldFamilyOptions {
   bool show_admissible = false;         // samples ask GameEnv to list admissible commands
   int step_limit = 50;                  // the game's per-episode command budget
 
+  // Names every key once (core/config.h: binding, to_json, describe_config).
+  template <class V>
+  void visit(V& v) {
+    v.field("min_level", min_level, "lowest level drawn (1..4)");
+    v.field("max_level", max_level, "highest level drawn (min_level..4)");
+    v.field("task_types", task_types, "ALFWorld task types drawn uniformly (non-empty, no repeats)");
+    v.field("use_system_prompt", use_system_prompt, "rules as a system message (false: a short user line)");
+    v.field("show_admissible", show_admissible, "samples ask GameEnv to list the admissible commands");
+    v.field("step_limit", step_limit, "commands per episode (1..100000)");
+  }
   // Throws Error naming the key, the rule and the value.
   void validate() const;
-  // From task_kwargs (null or {} = defaults); unknown keys throw Error listing the known ones.
+  // From task_kwargs (null or {} = defaults), bound with bind_config at "data.task_kwargs":
+  // throws one Error listing unknown keys (with the valid ones), wrong types and invalid
+  // values, each with its dotted key.
   static AlfworldFamilyOptions from_json(const json& kwargs);
   json to_json() const;
 };
@@ -124,3 +137,13 @@ class AlfworldFamily : public TaskFamily {
 void register_alfworld_family();
 
 }  // namespace agentr1::tasks
+
+// TaskType binds by name ("pick_and_place_simple", ...); core/config.h has no enum fields.
+namespace agentr1::config_detail {
+template <>
+struct Codec<tasks::alfworld::TaskType> {
+  static std::string type_name() { return "string"; }
+  static void read(const json& v, tasks::alfworld::TaskType& out, const std::string& key, BindContext& ctx);
+  static json write(const tasks::alfworld::TaskType& x);
+};
+}  // namespace agentr1::config_detail

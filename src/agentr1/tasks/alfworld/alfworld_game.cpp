@@ -5,25 +5,16 @@
 
 namespace agentr1::tasks::alfworld {
 
-AlfworldGameOptions AlfworldGameOptions::from_json(const json& kw) {
-  AlfworldGameOptions o;
-  if (kw.is_null()) return o;
-  AGENTR1_CHECK(kw.is_object(), "alfworld game options must be an object (keys: step_limit), got " << kw.dump());
-  for (auto it = kw.begin(); it != kw.end(); ++it) {
-    if (it.key() == "step_limit") {
-      const json& v = it.value();
-      AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 100000,
-                    "alfworld game option 'step_limit' must be an integer in 1..100000 (commands per episode), got "
-                        << v.dump());
-      o.step_limit = static_cast<int>(v.get<int64_t>());
-    } else {
-      throw Error("unknown alfworld game option '" + it.key() + "'; known: step_limit");
-    }
-  }
-  return o;
+void AlfworldGameOptions::validate() const {
+  AGENTR1_CHECK(step_limit >= 1 && step_limit <= 100000,
+                "alfworld game option 'step_limit' must be in 1..100000 (commands per episode), got " << step_limit);
 }
 
-json AlfworldGameOptions::to_json() const { return {{"step_limit", step_limit}}; }
+AlfworldGameOptions AlfworldGameOptions::from_json(const json& kw) {
+  return bind_config<AlfworldGameOptions>(json{{"env_kwargs", {{"game", kw}}}}, "env_kwargs.game");
+}
+
+json AlfworldGameOptions::to_json() const { return config_to_json(*this); }
 
 AlfworldGame::AlfworldGame(AlfworldGameOptions opts) : opts_(opts) {}
 

@@ -1,4 +1,4 @@
-// agentr1/tasks/alfworld_game.h — ALFWorld as a TextGame (env/text_game.h): one generated
+// agentr1/tasks/alfworld/alfworld_game.h — ALFWorld as a TextGame (env/text_game.h): one generated
 // room and task per episode, played with ALFWorld's commands.
 //
 //   AlfworldGame game(AlfworldGameOptions::from_json({{"step_limit", 50}}));
@@ -23,7 +23,8 @@
 // "step_limit": k}, plus "step_limit_reached": true when the limit ended the episode.
 // Steps after the end answer "Nothing happens." with done true and reward 0.
 //
-// Game kwargs (GameEnv kwarg "game"; unknown keys throw Error listing them):
+// Game kwargs (GameEnv kwarg "game", AlfworldGameOptions; unknown keys throw Error listing
+// the valid ones):
 //   step_limit (int >= 1, default 50): ALFWorld's evaluation budget (50 steps). Kept so
 //   success rates compare with ALFWorld's; the expert needs <= ~16, a blind search of the
 //   largest (level 4, 18-receptacle) rooms about 40.
@@ -33,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/json.h"
 #include "agentr1/env/text_game.h"
 #include "agentr1/tasks/alfworld/alfworld_generator.h"
@@ -45,7 +47,16 @@ constexpr int kDefaultStepLimit = 50;
 struct AlfworldGameOptions {
   int step_limit = kDefaultStepLimit;  // commands per episode before it ends unsolved
 
-  // Throws Error naming the key, the rule and the known keys.
+  // Names every key once (core/config.h).
+  template <class V>
+  void visit(V& v) {
+    v.field("step_limit", step_limit, "commands per episode before it ends unsolved (1..100000)");
+  }
+  // Throws Error naming the key, the rule and the value.
+  void validate() const;
+  // From the game kwargs (null = defaults), bound with bind_config at "env_kwargs.game":
+  // throws one Error listing unknown keys (with the valid ones), wrong types and invalid
+  // values, each with its dotted key.
   static AlfworldGameOptions from_json(const json& kwargs);
   json to_json() const;
 };

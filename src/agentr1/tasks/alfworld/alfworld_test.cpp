@@ -372,7 +372,9 @@ TEST(AlfworldGame, BadSamplesAndOptionsThrow) {
     AlfworldGameOptions::from_json({{"speed", 1}});
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("known: step_limit"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("unknown config key 'env_kwargs.game.speed'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Valid keys under 'env_kwargs.game': step_limit."), std::string::npos)
+        << e.what();
   }
 }
 
@@ -381,7 +383,13 @@ TEST(AlfworldFamily, OptionsValidateAndListKeys) {
     AlfworldFamilyOptions::from_json({{"max_levl", 2}});
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("min_level, max_level, task_types"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown config key 'data.task_kwargs.max_levl'"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("did you mean 'data.task_kwargs.max_level'?"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("Valid keys under 'data.task_kwargs': min_level, max_level, task_types"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(AlfworldFamilyOptions::from_json({{"min_level", 3}, {"max_level", 2}}), Error);
   EXPECT_THROW(AlfworldFamilyOptions::from_json({{"max_level", 5}}), Error);

@@ -8,20 +8,7 @@
 namespace agentr1::tasks {
 namespace {
 
-constexpr const char* kKnownKeys = "min_level, max_level, use_system_prompt, tools_in_prompt, restate_expression, demo_style";
 constexpr int kMaxLevel = 4;  // ArithmeticOptions: at most 4 operations per problem
-
-int read_level(const std::string& key, const json& v) {
-  AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= kMaxLevel,
-                "arithmetic task option '" << key << "' must be an integer in 1.." << kMaxLevel
-                                           << " (operations per problem), got " << v.dump());
-  return static_cast<int>(v.get<int64_t>());
-}
-
-bool read_bool(const std::string& key, const json& v) {
-  AGENTR1_CHECK(v.is_boolean(), "arithmetic task option '" << key << "' must be true or false, got " << v.dump());
-  return v.get<bool>();
-}
 
 }  // namespace
 
@@ -38,44 +25,10 @@ void ArithmeticFamilyOptions::validate() const {
 }
 
 ArithmeticFamilyOptions ArithmeticFamilyOptions::from_json(const json& kw) {
-  ArithmeticFamilyOptions o;
-  if (kw.is_null()) return o;
-  AGENTR1_CHECK(kw.is_object(), "arithmetic task options must be a map (keys: " << kKnownKeys << "), got "
-                                                                               << kw.type_name() << " " << kw.dump());
-  for (auto it = kw.begin(); it != kw.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "min_level") {
-      o.min_level = read_level(k, v);
-    } else if (k == "max_level") {
-      o.max_level = read_level(k, v);
-    } else if (k == "use_system_prompt") {
-      o.use_system_prompt = read_bool(k, v);
-    } else if (k == "tools_in_prompt") {
-      o.tools_in_prompt = read_bool(k, v);
-    } else if (k == "restate_expression") {
-      o.restate_expression = read_bool(k, v);
-    } else if (k == "demo_style") {
-      AGENTR1_CHECK(v.is_string(), "arithmetic task option 'demo_style' must be \"single\" or \"per_step\", got "
-                                       << v.dump());
-      o.demo_style = with_context("arithmetic task option 'demo_style'",
-                                  [&] { return parse_demo_style(v.get<std::string>()); });
-    } else {
-      throw Error("unknown arithmetic task option '" + k + "'; known: " + kKnownKeys);
-    }
-  }
-  o.validate();
-  return o;
+  return bind_config<ArithmeticFamilyOptions>(json{{"data", {{"task_kwargs", kw}}}}, "data.task_kwargs");
 }
 
-json ArithmeticFamilyOptions::to_json() const {
-  return {{"min_level", min_level},
-          {"max_level", max_level},
-          {"use_system_prompt", use_system_prompt},
-          {"tools_in_prompt", tools_in_prompt},
-          {"restate_expression", restate_expression},
-          {"demo_style", demo_style == DemoStyle::kPerStep ? "per_step" : "single"}};
-}
+json ArithmeticFamilyOptions::to_json() const { return config_to_json(*this); }
 
 ArithmeticFamily::ArithmeticFamily(ArithmeticFamilyOptions opts) : opts_(std::move(opts)) { opts_.validate(); }
 
@@ -170,3 +123,23 @@ std::vector<std::string> ArithmeticFamily::recipe_defaults() const {
 }
 
 }  // namespace agentr1::tasks
+
+namespace agentr1::config_detail {
+
+void Codec<tasks::DemoStyle>::read(const json& v, tasks::DemoStyle& out, const std::string& key, BindContext& ctx) {
+  if (!v.is_string()) {
+    ctx.errors.push_back(type_error(key, "\"single\" or \"per_step\"", v));
+    return;
+  }
+  try {
+    out = tasks::parse_demo_style(v.get<std::string>());
+  } catch (const std::exception& e) {
+    ctx.errors.push_back(key + ": " + e.what());
+  }
+}
+
+json Codec<tasks::DemoStyle>::write(const tasks::DemoStyle& x) {
+  return x == tasks::DemoStyle::kPerStep ? "per_step" : "single";
+}
+
+}  // namespace agentr1::config_detail

@@ -1,4 +1,4 @@
-// agentr1/tasks/arithmetic_family.h — the "arithmetic" task family: calculator word
+// agentr1/tasks/arithmetic/arithmetic_family.h — the "arithmetic" task family: calculator word
 // problems (arithmetic.h) with single-call expert demonstrations (demonstration.h).
 //
 //   // as the trainer builds it, from data.task = arithmetic, data.task_kwargs = {...}:
@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/json.h"
 #include "agentr1/tasks/arithmetic/demonstration.h"
 #include "agentr1/tasks/task_family.h"
@@ -58,10 +59,21 @@ struct ArithmeticFamilyOptions {
                                     // (true) or "#### <v>" (false)
   DemoStyle demo_style = DemoStyle::kSingleCall;  // one call, or one per operation
 
+  // Names every key once (core/config.h: binding, to_json, describe_config).
+  template <class V>
+  void visit(V& v) {
+    v.field("min_level", min_level, "fewest operations per problem (1..4)");
+    v.field("max_level", max_level, "most operations per problem (min_level..4)");
+    v.field("use_system_prompt", use_system_prompt, "prompts start with the task's system prompt");
+    v.field("tools_in_prompt", tools_in_prompt, "false: samples ask the ToolEnv to leave the tool schema out");
+    v.field("restate_expression", restate_expression, "demonstrations end \"<expr> = <v>\" before \"#### <v>\"");
+    v.field("demo_style", demo_style, "expert calculator use: single (one call) | per_step (one per operation)");
+  }
   // Throws Error naming the key, the rule and the value.
   void validate() const;
-  // From task_kwargs (null or {} = defaults). Throws Error naming the key and the rule
-  // for unknown keys (listing the known ones), wrong types and invalid values.
+  // From task_kwargs (null or {} = defaults), bound with bind_config at "data.task_kwargs":
+  // throws one Error listing unknown keys (with the valid ones), wrong types and invalid
+  // values, each with its dotted key.
   static ArithmeticFamilyOptions from_json(const json& kwargs);
   // Every key, as from_json reads them.
   json to_json() const;
@@ -106,3 +118,13 @@ class ArithmeticFamily : public TaskFamily {
 };
 
 }  // namespace agentr1::tasks
+
+// DemoStyle binds by name ("single" | "per_step"); core/config.h has no enum fields.
+namespace agentr1::config_detail {
+template <>
+struct Codec<tasks::DemoStyle> {
+  static std::string type_name() { return "string"; }
+  static void read(const json& v, tasks::DemoStyle& out, const std::string& key, BindContext& ctx);
+  static json write(const tasks::DemoStyle& x);
+};
+}  // namespace agentr1::config_detail

@@ -22,27 +22,6 @@ const char* const kHotpotOpenToolHint = " To read a whole passage, call the open
 
 namespace {
 
-constexpr const char* kKnownKeys =
-    "min_level, max_level, top_k, open_tool, reward, distractors, use_system_prompt, train_file, test_file, corpus";
-
-std::string where(const std::string& key) { return "hotpotqa task option '" + key + "'"; }
-
-int read_int(const std::string& key, const json& v, int lo, int hi, const char* what) {
-  AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi,
-                where(key) << " must be an integer in " << lo << ".." << hi << " (" << what << "), got " << v.dump());
-  return static_cast<int>(v.get<int64_t>());
-}
-
-bool read_bool(const std::string& key, const json& v) {
-  AGENTR1_CHECK(v.is_boolean(), where(key) << " must be true or false, got " << v.dump());
-  return v.get<bool>();
-}
-
-std::string read_string(const std::string& key, const json& v) {
-  AGENTR1_CHECK(v.is_string(), where(key) << " must be a string, got " << v.dump());
-  return v.get<std::string>();
-}
-
 json corpus_kwargs(const json& corpus_entry, int top_k) {
   json k = corpus_entry;
   k["top_k"] = top_k;
@@ -98,58 +77,10 @@ void HotpotFamilyOptions::validate() const {
 }
 
 HotpotFamilyOptions HotpotFamilyOptions::from_json(const json& kw) {
-  HotpotFamilyOptions o;
-  if (kw.is_null()) return o;
-  AGENTR1_CHECK(kw.is_object(), "hotpotqa task options must be a map (keys: " << kKnownKeys << "), got "
-                                                                             << kw.type_name() << " " << kw.dump());
-  for (auto it = kw.begin(); it != kw.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "min_level") {
-      o.min_level = read_int(k, v, 1, 3, "searches per question");
-    } else if (k == "max_level") {
-      o.max_level = read_int(k, v, 1, 3, "searches per question");
-    } else if (k == "top_k") {
-      o.top_k = read_int(k, v, 1, 100, "passages per search");
-    } else if (k == "distractors") {
-      o.distractors = read_int(k, v, 0, 32, "distractor passages per question");
-    } else if (k == "open_tool") {
-      o.open_tool = read_bool(k, v);
-    } else if (k == "use_system_prompt") {
-      o.use_system_prompt = read_bool(k, v);
-    } else if (k == "reward") {
-      o.reward = with_context(where(k), [&] { return parse_qa_metric(read_string(k, v)); });
-    } else if (k == "train_file") {
-      o.train_file = read_string(k, v);
-    } else if (k == "test_file") {
-      o.test_file = read_string(k, v);
-    } else if (k == "corpus") {
-      const std::string c = read_string(k, v);
-      AGENTR1_CHECK(c == "distractor" || c == "global",
-                    where(k) << " must be \"distractor\" (each question's own context) or \"global\" (all contexts "
-                                "of the file), got "
-                             << v.dump());
-      o.corpus = c == "global" ? HotpotCorpus::kGlobal : HotpotCorpus::kDistractor;
-    } else {
-      throw Error("unknown hotpotqa task option '" + k + "'; known: " + kKnownKeys);
-    }
-  }
-  o.validate();
-  return o;
+  return bind_config<HotpotFamilyOptions>(json{{"data", {{"task_kwargs", kw}}}}, "data.task_kwargs");
 }
 
-json HotpotFamilyOptions::to_json() const {
-  return {{"min_level", min_level},
-          {"max_level", max_level},
-          {"top_k", top_k},
-          {"open_tool", open_tool},
-          {"reward", qa_metric_name(reward)},
-          {"distractors", distractors},
-          {"use_system_prompt", use_system_prompt},
-          {"train_file", train_file},
-          {"test_file", test_file},
-          {"corpus", corpus == HotpotCorpus::kGlobal ? "global" : "distractor"}};
-}
+json HotpotFamilyOptions::to_json() const { return config_to_json(*this); }
 
 json hotpot_prompt_messages(const std::string& question, const HotpotFamilyOptions& opts) {
   json msgs = json::array();
@@ -338,3 +269,37 @@ void register_hotpotqa_family() {
 }
 
 }  // namespace agentr1::tasks
+
+namespace agentr1::config_detail {
+
+void Codec<tasks::QaMetric>::read(const json& v, tasks::QaMetric& out, const std::string& key, BindContext& ctx) {
+  if (!v.is_string()) {
+    ctx.errors.push_back(type_error(key, "\"em\" (exact match) or \"f1\" (token F1)", v));
+    return;
+  }
+  try {
+    out = tasks::parse_qa_metric(v.get<std::string>());
+  } catch (const std::exception& e) {
+    ctx.errors.push_back(key + ": " + e.what());
+  }
+}
+
+json Codec<tasks::QaMetric>::write(const tasks::QaMetric& x) { return tasks::qa_metric_name(x); }
+
+void Codec<tasks::HotpotCorpus>::read(const json& v, tasks::HotpotCorpus& out, const std::string& key,
+                                      BindContext& ctx) {
+  if (v.is_string() && (v == "distractor" || v == "global")) {
+    out = v == "global" ? tasks::HotpotCorpus::kGlobal : tasks::HotpotCorpus::kDistractor;
+    return;
+  }
+  ctx.errors.push_back(type_error(key,
+                                  "\"distractor\" (each question's own context) or \"global\" (all contexts of "
+                                  "the file)",
+                                  v));
+}
+
+json Codec<tasks::HotpotCorpus>::write(const tasks::HotpotCorpus& x) {
+  return x == tasks::HotpotCorpus::kGlobal ? "global" : "distractor";
+}
+
+}  // namespace agentr1::config_detail

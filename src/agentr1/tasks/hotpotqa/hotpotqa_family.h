@@ -1,4 +1,4 @@
-// agentr1/tasks/hotpotqa_family.h — the "hotpotqa" task family: multi-hop retrieval QA
+// agentr1/tasks/hotpotqa/hotpotqa_family.h — the "hotpotqa" task family: multi-hop retrieval QA
 // through the ToolEnv, with a BM25 "search" tool (and optionally "open"), exact-match or
 // token-F1 rewards, seeded synthetic questions (hotpotqa_kb.h) or HotpotQA files
 // (hotpotqa_data.h), and a searching expert for SFT demonstrations.
@@ -66,6 +66,7 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/json.h"
 #include "agentr1/tasks/hotpotqa/hotpotqa_data.h"
 #include "agentr1/tasks/hotpotqa/hotpotqa_kb.h"
@@ -94,9 +95,25 @@ struct HotpotFamilyOptions {
   std::string test_file;                      // HotpotQA JSON for kTest ("" = generate)
   HotpotCorpus corpus = HotpotCorpus::kDistractor;  // what file rows search
 
+  // Names every key once (core/config.h: binding, to_json, describe_config).
+  template <class V>
+  void visit(V& v) {
+    v.field("min_level", min_level, "fewest searches per generated question (1..3)");
+    v.field("max_level", max_level, "most searches per generated question (min_level..3)");
+    v.field("top_k", top_k, "passages per search (1..100)");
+    v.field("open_tool", open_tool, "also offer the open tool (one passage in full, by title)");
+    v.field("reward", reward, "reward_model.style: em (exact match) | f1 (token F1)");
+    v.field("distractors", distractors, "namesake distractor passages per generated question (0..32)");
+    v.field("use_system_prompt", use_system_prompt, "prompts start with the task's system prompt");
+    v.field("train_file", train_file, "HotpotQA JSON read for the train split; empty = generated");
+    v.field("test_file", test_file, "HotpotQA JSON read for the test split; empty = generated");
+    v.field("corpus", corpus, "what file rows search: distractor (own context) | global (the whole file)");
+  }
   // Throws Error naming the key, the rule and the value.
   void validate() const;
-  // From task_kwargs (null or {} = defaults); unknown keys throw Error listing the known.
+  // From task_kwargs (null or {} = defaults), bound with bind_config at "data.task_kwargs":
+  // throws one Error listing unknown keys (with the valid ones), wrong types and invalid
+  // values, each with its dotted key.
   static HotpotFamilyOptions from_json(const json& kwargs);
   json to_json() const;
   bool uses_files() const { return !train_file.empty() || !test_file.empty(); }
@@ -157,3 +174,20 @@ class HotpotFamily : public TaskFamily {
 void register_hotpotqa_family();
 
 }  // namespace agentr1::tasks
+
+// QaMetric and HotpotCorpus bind by name ("em" | "f1", "distractor" | "global"); core/config.h
+// has no enum fields.
+namespace agentr1::config_detail {
+template <>
+struct Codec<tasks::QaMetric> {
+  static std::string type_name() { return "string"; }
+  static void read(const json& v, tasks::QaMetric& out, const std::string& key, BindContext& ctx);
+  static json write(const tasks::QaMetric& x);
+};
+template <>
+struct Codec<tasks::HotpotCorpus> {
+  static std::string type_name() { return "string"; }
+  static void read(const json& v, tasks::HotpotCorpus& out, const std::string& key, BindContext& ctx);
+  static json write(const tasks::HotpotCorpus& x);
+};
+}  // namespace agentr1::config_detail

@@ -11,8 +11,6 @@
 namespace agentr1::tasks {
 namespace {
 
-constexpr const char* kToolKeys = "docs, corpus_file, top_k, max_chars";
-
 std::string fold(const std::string& s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
@@ -43,12 +41,6 @@ Passage passage_from_line(const json& row, const std::string& where) {
   AGENTR1_CHECK(row.contains("title") && row["title"].is_string() && row.contains("text") && row["text"].is_string(),
                 where << ": a corpus line needs string fields title and text (or contents), got " << row.dump());
   return {row["title"].get<std::string>(), row["text"].get<std::string>()};
-}
-
-int read_nonneg(const json& v, const std::string& tool, const char* key, int min) {
-  AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= min && v.get<int64_t>() <= 1000000,
-                tool << " tool option '" << key << "' must be an integer >= " << min << ", got " << v.dump());
-  return static_cast<int>(v.get<int64_t>());
 }
 
 std::string required_string_arg(const json& args, const char* key, const std::string& tool) {
@@ -158,34 +150,26 @@ std::string format_passages(const PassageCorpus& corpus, const std::vector<size_
   return out;
 }
 
+void CorpusToolOptions::validate() const {
+  const bool has_docs = !docs.is_null(), has_file = !corpus_file.empty();
+  AGENTR1_CHECK(has_docs != has_file, "need exactly one of 'docs' (inline [[title, text], ...]) and 'corpus_file' "
+                                      "(a path), got "
+                                          << (has_docs ? "both" : "neither"));
+  AGENTR1_CHECK(top_k >= 1 && top_k <= 1000000, "'top_k' must be in 1..1000000 (passages per search), got " << top_k);
+  AGENTR1_CHECK(max_chars >= 0 && max_chars <= 1000000,
+                "'max_chars' must be in 0..1000000 (characters per passage, 0 = all), got " << max_chars);
+}
+
 CorpusToolOptions CorpusToolOptions::from_json(const json& kw, const std::string& tool) {
-  AGENTR1_CHECK(kw.is_object(), tool << " tool kwargs must be an object with docs or corpus_file (keys: " << kToolKeys
-                                     << "), got " << kw.dump());
-  CorpusToolOptions o;
-  bool has_docs = false, has_file = false;
-  for (auto it = kw.begin(); it != kw.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "docs") {
-      has_docs = true;
-      o.corpus = std::make_shared<const PassageCorpus>(
-          with_context(tool + " tool option 'docs'", [&] { return passages_from_json(v); }));
-    } else if (k == "corpus_file") {
-      has_file = true;
-      AGENTR1_CHECK(v.is_string() && !v.get<std::string>().empty(),
-                    tool << " tool option 'corpus_file' must be a non-empty path string, got " << v.dump());
-      o.corpus = load_corpus_file(v.get<std::string>());
-    } else if (k == "top_k") {
-      o.top_k = read_nonneg(v, tool, "top_k", 1);
-    } else if (k == "max_chars") {
-      o.max_chars = read_nonneg(v, tool, "max_chars", 0);
-    } else {
-      throw Error("unknown " + tool + " tool option '" + k + "'; known: " + kToolKeys);
-    }
+  const std::string where = "env_kwargs.tool_kwargs." + tool;
+  CorpusToolOptions o = bind_config<CorpusToolOptions>(
+      json{{"env_kwargs", {{"tool_kwargs", {{tool, kw.is_null() ? json::object() : kw}}}}}}, where);
+  if (!o.docs.is_null()) {
+    o.corpus = std::make_shared<const PassageCorpus>(
+        with_context(where + ".docs", [&] { return passages_from_json(o.docs); }));
+  } else {
+    o.corpus = load_corpus_file(o.corpus_file);
   }
-  AGENTR1_CHECK(has_docs != has_file, tool << " tool kwargs need exactly one of 'docs' (inline [[title, text], ...]) "
-                                              "and 'corpus_file' (a path), got "
-                                           << (has_docs ? "both" : "neither"));
   return o;
 }
 

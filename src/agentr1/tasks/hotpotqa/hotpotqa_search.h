@@ -1,4 +1,4 @@
-// agentr1/tasks/hotpotqa_search.h — passage retrieval for the hotpotqa family: a BM25
+// agentr1/tasks/hotpotqa/hotpotqa_search.h — passage retrieval for the hotpotqa family: a BM25
 // corpus and the tools "search" (top-k passages for a query) and "open" (one passage in
 // full, by title).
 //
@@ -15,7 +15,7 @@
 // "Doc <i>(Title: <title>) <text>", i from 1, one passage per line (Search-R1 also ends
 // the last line with "\n"; we do not). Passages are indexed as "<title> <text>" (Search-R1's
 // corpus "contents" is the title line then the text) with tasks::Bm25Index.
-// Tool kwargs (unknown keys -> Error listing these):
+// Tool kwargs (CorpusToolOptions; unknown keys -> Error listing the valid ones):
 //   docs (array of [title, text])   the corpus inline (per sample; indexed per tool)
 //   corpus_file (string)            or a file, loaded and indexed once per process (cached
 //                                   by path, shared): a JSON array of HotpotQA rows (the
@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/json.h"
 #include "agentr1/env/tool.h"
 #include "agentr1/tasks/bm25.h"
@@ -77,11 +78,26 @@ std::shared_ptr<const PassageCorpus> load_corpus_file(const std::string& path);
 std::string format_passages(const PassageCorpus& corpus, const std::vector<size_t>& ids, size_t max_chars = 0);
 
 struct CorpusToolOptions {
-  std::shared_ptr<const PassageCorpus> corpus;  // what the tools search / open
-  int top_k = 3;                                // passages per search (>= 1)
-  int max_chars = 0;                            // search's cut per passage (0 = none)
+  json docs;                  // the corpus inline, [[title, text], ...] (null = none)
+  std::string corpus_file;    // or a corpus file, format above ("" = none)
+  int top_k = 3;              // passages per search (1..1000000)
+  int max_chars = 0;          // search's cut per passage (0 = none; 0..1000000)
+  std::shared_ptr<const PassageCorpus> corpus;  // what the tools search / open: built from
+                                                // docs or corpus_file by from_json (not a key)
 
-  // From tool kwargs (see the top of this file). `tool` names the tool in errors.
+  // Names every key once (core/config.h).
+  template <class V>
+  void visit(V& v) {
+    v.field("docs", docs, "the corpus inline: [[title, text], ...]");
+    v.field("corpus_file", corpus_file, "or a corpus file (HotpotQA JSON array, or JSONL passages)");
+    v.field("top_k", top_k, "passages per search (>= 1)");
+    v.field("max_chars", max_chars, "search shows at most this many characters per passage; 0 = all");
+  }
+  // Exactly one of docs / corpus_file; ranges. Throws Error naming the key and the rule.
+  void validate() const;
+  // From tool kwargs (see the top of this file), bound with bind_config at
+  // "env_kwargs.tool_kwargs.<tool>"; then loads the corpus. Null kwargs are {} (no corpus:
+  // an Error). Throws one Error listing unknown keys, wrong types and invalid values.
   static CorpusToolOptions from_json(const json& kwargs, const std::string& tool);
 };
 

@@ -122,7 +122,10 @@ TEST(SearchTool, BadArgumentsThrowReadableErrors) {
 
 TEST(SearchTool, KwargsValidation) {
   EXPECT_NE(error_of([] { env::make_tool("search", {{"docs", tiny_docs()}, {"k", 2}}); })
-                .find("known: docs, corpus_file, top_k, max_chars"),
+                .find("unknown config key 'env_kwargs.tool_kwargs.search.k'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { env::make_tool("search", {{"docs", tiny_docs()}, {"k", 2}}); })
+                .find("Valid keys under 'env_kwargs.tool_kwargs.search': docs, corpus_file, top_k, max_chars."),
             std::string::npos);
   EXPECT_NE(error_of([] { env::make_tool("search", json::object()); }).find("exactly one of"), std::string::npos);
   EXPECT_NE(error_of([] {
@@ -468,7 +471,10 @@ TEST(HotpotOptions, ValidationAndRegistration) {
   EXPECT_TRUE(has_reward_fn("f1"));
   EXPECT_FALSE(has_reward_fn("hotpotqa"));  // the reward is the sample's style
   EXPECT_NE(error_of([] { make_task_family("hotpotqa", {{"levels", 2}}); })
-                .find("known: min_level, max_level, top_k, open_tool, reward"),
+                .find("unknown config key 'data.task_kwargs.levels'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { make_task_family("hotpotqa", {{"levels", 2}}); })
+                .find("Valid keys under 'data.task_kwargs': min_level, max_level, top_k, open_tool, reward"),
             std::string::npos);
   EXPECT_NE(error_of([] { make_task_family("hotpotqa", {{"max_level", 4}}); }).find("1..3"), std::string::npos);
   EXPECT_NE(error_of([] { make_task_family("hotpotqa", {{"min_level", 3}, {"max_level", 2}}); }).find("min_level"),

@@ -23,9 +23,6 @@ namespace {
 constexpr uint64_t kSeedCatalogue = 0x5753;   // "WS": generated catalogues
 constexpr uint64_t kSeedFilePrice = 0x5750;   // ranged prices of loaded products
 constexpr double kNoBound = 1000000.0;        // goal.py: price_upper without a clause
-constexpr const char* kSpecKeys =
-    "catalogue_seed, catalogue_size, near_miss_rate (generated) or products_file, attributes_file, "
-    "human_instructions_file, num_products (WebShop's files)";
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -439,51 +436,28 @@ void WebshopCatalogueSpec::validate() const {
                                                                 << "..100000 (one product per type at least), got " << size);
     AGENTR1_CHECK(near_miss_rate >= 0 && near_miss_rate <= 0.9,
                   "webshop option 'near_miss_rate' must be in [0, 0.9], got " << near_miss_rate);
+    const char* file_key = !attributes_file.empty()           ? "attributes_file"
+                           : !human_instructions_file.empty() ? "human_instructions_file"
+                           : num_products != 0                ? "num_products"
+                                                              : nullptr;
+    AGENTR1_CHECK(file_key == nullptr, "webshop option '" << file_key
+                                                          << "' is for WebShop's files: 'products_file' is required "
+                                                             "with it. HINT: products_file=items_shuffle_1000.json");
   } else {
     AGENTR1_CHECK(num_products >= 0, "webshop option 'num_products' must be >= 0 (0 = all), got " << num_products);
+    const WebshopCatalogueSpec d;
+    const char* gen_key = seed != d.seed                       ? "catalogue_seed"
+                          : size != d.size                     ? "catalogue_size"
+                          : near_miss_rate != d.near_miss_rate ? "near_miss_rate"
+                                                               : nullptr;
+    AGENTR1_CHECK(gen_key == nullptr, "webshop options: '" << gen_key << "' is for the generated catalogue and "
+                                      "'products_file' ('" << products_file << "') for WebShop's files; give one, "
+                                      "not both");
   }
 }
 
 WebshopCatalogueSpec WebshopCatalogueSpec::from_json(const json& j) {
-  WebshopCatalogueSpec s;
-  if (j.is_null()) return s;
-  AGENTR1_CHECK(j.is_object(), "webshop catalogue options must be a map (keys: " << kSpecKeys << "), got " << j.dump());
-  bool gen_key = false, file_key = false;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "catalogue_seed") {
-      AGENTR1_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
-                    "webshop option 'catalogue_seed' must be an integer >= 0, got " << v.dump());
-      s.seed = v.get<uint64_t>();
-      gen_key = true;
-    } else if (k == "catalogue_size") {
-      AGENTR1_CHECK(v.is_number_integer(), "webshop option 'catalogue_size' must be an integer, got " << v.dump());
-      s.size = v.get<int64_t>();
-      gen_key = true;
-    } else if (k == "near_miss_rate") {
-      AGENTR1_CHECK(v.is_number(), "webshop option 'near_miss_rate' must be a number, got " << v.dump());
-      s.near_miss_rate = v.get<double>();
-      gen_key = true;
-    } else if (k == "products_file" || k == "attributes_file" || k == "human_instructions_file") {
-      AGENTR1_CHECK(v.is_string(), "webshop option '" << k << "' must be a path string, got " << v.dump());
-      (k == "products_file" ? s.products_file : k == "attributes_file" ? s.attributes_file : s.human_instructions_file) =
-          v.get<std::string>();
-      file_key = true;
-    } else if (k == "num_products") {
-      AGENTR1_CHECK(v.is_number_integer(), "webshop option 'num_products' must be an integer, got " << v.dump());
-      s.num_products = v.get<int64_t>();
-      file_key = true;
-    } else {
-      throw Error("unknown webshop catalogue option '" + k + "'; known: " + kSpecKeys);
-    }
-  }
-  AGENTR1_CHECK(!(gen_key && file_key), "webshop options: give either the generated catalogue's keys or WebShop's "
-                                        "files, not both (keys: " << kSpecKeys << ")");
-  AGENTR1_CHECK(!file_key || !s.products_file.empty(),
-                "webshop options: 'products_file' is required with the file keys. HINT: items_shuffle_1000.json");
-  s.validate();
-  return s;
+  return bind_config<WebshopCatalogueSpec>(json{{"env_kwargs", {{"game", j}}}}, "env_kwargs.game");
 }
 
 json WebshopCatalogueSpec::to_json() const {

@@ -1,4 +1,4 @@
-// agentr1/tasks/webshop_catalog.h — the products and goals of the "webshop" family:
+// agentr1/tasks/webshop/webshop_catalog.h — the products and goals of the "webshop" family:
 // a seeded catalogue in WebShop's shape, or WebShop's own files, indexed for search.
 //
 //   WebshopCatalogueSpec spec;                          // generated: seed 1, 300 products
@@ -60,6 +60,7 @@
 #include <utility>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/json.h"
 #include "agentr1/tasks/bm25.h"
 
@@ -119,8 +120,23 @@ struct WebshopCatalogueSpec {
   int64_t num_products = 0;         // files: keep the first n products (0 = all)
 
   bool generated() const { return products_file.empty(); }
+  // Names every key once (core/config.h). The keys sit at the top level of the game
+  // kwargs (WebshopGameOptions) and of the family's task_kwargs.
+  template <class V>
+  void visit(V& v) {
+    v.field("catalogue_seed", seed, "generated catalogue: seed");
+    v.field("catalogue_size", size, "generated catalogue: products (24..100000)");
+    v.field("near_miss_rate", near_miss_rate, "generated catalogue: share of near-miss products (0..0.9)");
+    v.field("products_file", products_file, "WebShop's items_shuffle*.json instead of a generated catalogue");
+    v.field("attributes_file", attributes_file, "files: WebShop's items_ins_v2*.json");
+    v.field("human_instructions_file", human_instructions_file, "files: items_human_ins.json (else synthetic goals)");
+    v.field("num_products", num_products, "files: keep the first n products (0 = all)");
+  }
+  // Ranges, and one kind only: with products_file the generated keys keep their defaults,
+  // without it the other file keys stay unset. Throws Error naming the key and the rule.
   void validate() const;
-  // The keys above; only those of one kind may be given. Unknown keys throw listing these.
+  // The keys above, bound with bind_config at "env_kwargs.game" (null = defaults). Throws
+  // one Error listing unknown keys (with the valid ones), wrong types and invalid values.
   static WebshopCatalogueSpec from_json(const json& j);
   // The keys of its kind only (the cache key and the samples' env_kwargs.game).
   json to_json() const;

@@ -10,26 +10,6 @@ namespace agentr1::tasks {
 
 const char* const kWebshopShortInstruction =
     "Reply with exactly one action per turn, inside <action>...</action>: search[query] or click[button].";
-namespace {
-
-constexpr const char* kKnownKeys =
-    "min_level, max_level, catalogue_seed, catalogue_size, near_miss_rate, products_file, attributes_file, "
-    "human_instructions_file, num_products, split_by, step_limit, repeat_instruction, show_admissible, "
-    "use_system_prompt";
-
-bool read_bool(const std::string& key, const json& v) {
-  AGENTR1_CHECK(v.is_boolean(), "webshop task option '" << key << "' must be true or false, got " << v.dump());
-  return v.get<bool>();
-}
-
-int read_level(const std::string& key, const json& v) {
-  AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= kWebshopMaxLevel,
-                "webshop task option '" << key << "' must be an integer in 1.." << kWebshopMaxLevel << ", got "
-                                        << v.dump());
-  return static_cast<int>(v.get<int64_t>());
-}
-
-}  // namespace
 
 const char* const kWebshopSystemPrompt =
     "You are shopping online in WebShop. The first page shows your instruction: buy the product it "
@@ -47,57 +27,34 @@ void WebshopFamilyOptions::validate() const {
   g.min_level = min_level;
   g.max_level = max_level;
   g.validate();
-  game.catalogue.validate();
-  AGENTR1_CHECK(!webshop_index_split || !game.catalogue.generated(),
+  game.validate();
+  AGENTR1_CHECK(split_by != WebshopSplitBy::kWebshopIndex || !game.catalogue.generated(),
                 "webshop task option 'split_by' = \"webshop_index\" needs WebShop's files (products_file ...); "
                 "generated catalogues split by asin");
 }
 
 WebshopFamilyOptions WebshopFamilyOptions::from_json(const json& kw) {
-  WebshopFamilyOptions o;
-  if (kw.is_null()) return o;
-  AGENTR1_CHECK(kw.is_object(), "webshop task options must be a map (keys: " << kKnownKeys << "), got "
-                                                                            << kw.type_name() << " " << kw.dump());
-  json game = json::object();
-  for (auto it = kw.begin(); it != kw.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "min_level") {
-      o.min_level = read_level(k, v);
-    } else if (k == "max_level") {
-      o.max_level = read_level(k, v);
-    } else if (k == "show_admissible") {
-      o.show_admissible = read_bool(k, v);
-    } else if (k == "use_system_prompt") {
-      o.use_system_prompt = read_bool(k, v);
-    } else if (k == "split_by") {
-      AGENTR1_CHECK(v.is_string() && (v == "asin" || v == "webshop_index"),
-                    "webshop task option 'split_by' must be \"asin\" or \"webshop_index\", got " << v.dump());
-      o.webshop_index_split = v == "webshop_index";
-    } else if (k == "catalogue_seed" || k == "catalogue_size" || k == "near_miss_rate" || k == "products_file" ||
-               k == "attributes_file" || k == "human_instructions_file" || k == "num_products" ||
-               k == "step_limit" || k == "repeat_instruction") {
-      game[k] = v;
-    } else {
-      throw Error("unknown webshop task option '" + k + "'; known: " + kKnownKeys);
-    }
-  }
-  o.game = WebshopGameOptions::from_json(game);
-  o.validate();
+  WebshopFamilyOptions o =
+      bind_config<WebshopFamilyOptions>(json{{"data", {{"task_kwargs", kw}}}}, "data.task_kwargs");
+  o.webshop_index_split = o.split_by == WebshopSplitBy::kWebshopIndex;
   return o;
 }
 
 json WebshopFamilyOptions::to_json() const {
+  // Not config_to_json: the game writes only its catalogue kind's keys (as samples carry them).
   json j = {{"min_level", min_level}, {"max_level", max_level}};
   const json g = game.to_json();
   for (auto it = g.begin(); it != g.end(); ++it) j[it.key()] = it.value();
-  j["split_by"] = webshop_index_split ? "webshop_index" : "asin";
+  j["split_by"] = config_detail::Codec<WebshopSplitBy>::write(split_by);
   j["show_admissible"] = show_admissible;
   j["use_system_prompt"] = use_system_prompt;
   return j;
 }
 
-WebshopFamily::WebshopFamily(WebshopFamilyOptions opts) : opts_(std::move(opts)) { opts_.validate(); }
+WebshopFamily::WebshopFamily(WebshopFamilyOptions opts) : opts_(std::move(opts)) {
+  opts_.validate();
+  opts_.webshop_index_split = opts_.split_by == WebshopSplitBy::kWebshopIndex;
+}
 
 Sample WebshopFamily::goal_to_sample(const WebshopGoal& goal, DataSplit split, int64_t index) const {
   Sample s;
@@ -127,7 +84,7 @@ std::vector<Sample> WebshopFamily::make_dataset(DataSplit split, int64_t n, uint
   WebshopGoalOptions go;
   go.min_level = opts_.min_level;
   go.max_level = opts_.max_level;
-  go.webshop_index_split = opts_.webshop_index_split;
+  go.webshop_index_split = opts_.split_by == WebshopSplitBy::kWebshopIndex;
   const std::vector<WebshopGoal> goals = webshop_dataset_goals(*cat, split, n, seed, go);
   std::vector<Sample> out;
   out.reserve(goals.size());
@@ -183,3 +140,20 @@ void register_webshop_family() {
 }
 
 }  // namespace agentr1::tasks
+
+namespace agentr1::config_detail {
+
+void Codec<tasks::WebshopSplitBy>::read(const json& v, tasks::WebshopSplitBy& out, const std::string& key,
+                                        BindContext& ctx) {
+  if (v.is_string() && (v == "asin" || v == "webshop_index")) {
+    out = v == "webshop_index" ? tasks::WebshopSplitBy::kWebshopIndex : tasks::WebshopSplitBy::kAsin;
+    return;
+  }
+  ctx.errors.push_back(type_error(key, "\"asin\" or \"webshop_index\"", v));
+}
+
+json Codec<tasks::WebshopSplitBy>::write(const tasks::WebshopSplitBy& x) {
+  return x == tasks::WebshopSplitBy::kWebshopIndex ? "webshop_index" : "asin";
+}
+
+}  // namespace agentr1::config_detail

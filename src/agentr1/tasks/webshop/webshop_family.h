@@ -1,4 +1,4 @@
-// agentr1/tasks/webshop_family.h — the "webshop" task family: web shopping in WebShop's
+// agentr1/tasks/webshop/webshop_family.h — the "webshop" task family: web shopping in WebShop's
 // text site (Yao et al. 2022, princeton-nlp/WebShop) as a game through GameEnv.
 //
 //   register_webshop_family();      // task family "webshop" + game env "webshop" (idempotent)
@@ -15,8 +15,8 @@
 //                                {"attributes_file", "data/items_ins_v2_1000.json"},
 //                                {"human_instructions_file", "data/items_human_ins.json"}});
 //
-// task_kwargs (all optional; unknown keys, wrong types and bad values throw Error naming
-// the key and listing the known ones):
+// task_kwargs (WebshopFamilyOptions; all optional; unknown keys, wrong types and bad values
+// throw Error naming the key and listing the valid ones):
 //   min_level, max_level (int 1..4, default 1, 3)  the fewest goal conditions
 //                                  (webshop_goal.h): 1 = one attribute; 2 = two and an
 //                                  option; 3 = three and two options; 4 = four and two
@@ -75,6 +75,7 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/json.h"
 #include "agentr1/tasks/task_family.h"
 #include "agentr1/tasks/webshop/webshop_game.h"
@@ -86,15 +87,38 @@ extern const char* const kWebshopSystemPrompt;
 // The one user line of a prompt without the system prompt (use_system_prompt false).
 extern const char* const kWebshopShortInstruction;
 
+// How train and test goals are told apart (task_kwargs split_by).
+enum class WebshopSplitBy {
+  kAsin,          // "asin": the target asin's hash
+  kWebshopIndex,  // "webshop_index": WebShop's goal index (files only; webshop_goal.h)
+};
+
 struct WebshopFamilyOptions {
   int min_level = 1;                 // fewest goal attributes/options (1..4)
   int max_level = 3;                 // most (min_level..4)
-  WebshopGameOptions game;           // catalogue, step_limit, repeat_instruction
+  WebshopGameOptions game;           // catalogue, step_limit, repeat_instruction (top-level keys)
+  WebshopSplitBy split_by = WebshopSplitBy::kAsin;  // how train and test goals are told apart
   bool show_admissible = false;      // env_kwargs.show_admissible
   bool use_system_prompt = true;     // prompts start with kWebshopSystemPrompt
-  bool webshop_index_split = false;  // split_by "webshop_index": WebShop's goal-index split (files only)
+  bool webshop_index_split = false;  // not a key: split_by == kWebshopIndex, set by from_json and
+                                     // WebshopFamily's constructor for readers of the old field
+                                     // (data_convert); the family reads split_by
 
+  // Names every key once (core/config.h); the game's keys sit at the top level.
+  template <class V>
+  void visit(V& v) {
+    v.field("min_level", min_level, "fewest goal attributes/options (1..4)");
+    v.field("max_level", max_level, "most goal attributes/options (min_level..4)");
+    game.visit(v);
+    v.field("split_by", split_by, "train/test split: asin (target's hash) | webshop_index (WebShop's, files only)");
+    v.field("show_admissible", show_admissible, "samples ask GameEnv to list the clickables after each page");
+    v.field("use_system_prompt", use_system_prompt, "prompts start with the task's system prompt");
+  }
+  // Levels, the game's options, split_by's rule. Throws Error naming the key and the rule.
   void validate() const;
+  // From task_kwargs (null or {} = defaults), bound with bind_config at "data.task_kwargs":
+  // throws one Error listing unknown keys (with the valid ones), wrong types and invalid
+  // values, each with its dotted key.
   static WebshopFamilyOptions from_json(const json& kwargs);
   json to_json() const;
 };
@@ -129,3 +153,13 @@ class WebshopFamily : public TaskFamily {
 void register_webshop_family();
 
 }  // namespace agentr1::tasks
+
+// WebshopSplitBy binds by name ("asin" | "webshop_index"); core/config.h has no enum fields.
+namespace agentr1::config_detail {
+template <>
+struct Codec<tasks::WebshopSplitBy> {
+  static std::string type_name() { return "string"; }
+  static void read(const json& v, tasks::WebshopSplitBy& out, const std::string& key, BindContext& ctx);
+  static json write(const tasks::WebshopSplitBy& x);
+};
+}  // namespace agentr1::config_detail

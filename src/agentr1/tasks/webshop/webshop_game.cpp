@@ -16,7 +16,6 @@ constexpr const char* kBackToSearch = "Back to Search";
 constexpr const char* kPrev = "< Prev";
 constexpr const char* kNext = "Next >";
 constexpr const char* kBuyNow = "Buy Now";
-constexpr const char* kGameKeys = "step_limit, repeat_instruction";
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -42,28 +41,14 @@ std::string reward_text(double r) {
 
 }  // namespace
 
+void WebshopGameOptions::validate() const {
+  catalogue.validate();
+  AGENTR1_CHECK(step_limit >= 0 && step_limit <= 1000,
+                "webshop game option 'step_limit' must be in 0..1000 (0 = none), got " << step_limit);
+}
+
 WebshopGameOptions WebshopGameOptions::from_json(const json& j) {
-  WebshopGameOptions o;
-  if (j.is_null()) return o;
-  AGENTR1_CHECK(j.is_object(), "webshop game options must be a map, got " << j.dump());
-  json cat = json::object();
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "step_limit") {
-      AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= 1000,
-                    "webshop game option 'step_limit' must be an integer in 0..1000 (0 = none), got " << v.dump());
-      o.step_limit = static_cast<int>(v.get<int64_t>());
-    } else if (k == "repeat_instruction") {
-      AGENTR1_CHECK(v.is_boolean(), "webshop game option 'repeat_instruction' must be true or false, got " << v.dump());
-      o.repeat_instruction = v.get<bool>();
-    } else {
-      cat[k] = v;
-    }
-  }
-  o.catalogue = with_context(std::string("webshop game options (also known: ") + kGameKeys + ")",
-                             [&] { return WebshopCatalogueSpec::from_json(cat); });
-  return o;
+  return bind_config<WebshopGameOptions>(json{{"env_kwargs", {{"game", j}}}}, "env_kwargs.game");
 }
 
 json WebshopGameOptions::to_json() const {

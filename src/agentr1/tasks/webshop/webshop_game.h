@@ -1,4 +1,4 @@
-// agentr1/tasks/webshop_game.h — WebShop's simplified text site as a TextGame (the game
+// agentr1/tasks/webshop/webshop_game.h — WebShop's simplified text site as a TextGame (the game
 // env "webshop"): search, result pages, item pages, options, Buy Now.
 //
 //   register_webshop_game();                            // game env "webshop" (idempotent)
@@ -67,7 +67,18 @@ struct WebshopGameOptions {
   int step_limit = 15;               // actions before the episode ends unbought (WebShop's IL/RL use 15); 0 = none
   bool repeat_instruction = false;   // "Instruction: [SEP] ..." atop every page, as WebShop
 
-  // The catalogue's keys plus step_limit, repeat_instruction. Unknown keys throw listing them.
+  // Names every key once (core/config.h); the catalogue's keys sit at the top level.
+  template <class V>
+  void visit(V& v) {
+    catalogue.visit(v);
+    v.field("step_limit", step_limit, "actions before the episode ends unbought (0..1000; 0 = none)");
+    v.field("repeat_instruction", repeat_instruction, "the instruction atop every page, as WebShop");
+  }
+  // The catalogue's rules and step_limit's range. Throws Error naming the key and the rule.
+  void validate() const;
+  // The catalogue's keys plus step_limit, repeat_instruction, bound with bind_config at
+  // "env_kwargs.game" (null = defaults). Throws one Error listing unknown keys (with the
+  // valid ones), wrong types and invalid values, each with its dotted key.
   static WebshopGameOptions from_json(const json& j);
   json to_json() const;
 };

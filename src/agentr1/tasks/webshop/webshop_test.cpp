@@ -351,7 +351,10 @@ TEST(WebshopCatalogue, GeneratedIsDeterministicAndWellFormed) {
 TEST(WebshopCatalogue, SpecRejectsBadOptions) {
   EXPECT_TRUE(contains(error_of([] { WebshopCatalogueSpec::from_json({{"catalogue_size", 3}}); }), "catalogue_size"));
   EXPECT_TRUE(contains(error_of([] { WebshopCatalogueSpec::from_json({{"near_miss_rate", 1.5}}); }), "near_miss_rate"));
-  EXPECT_TRUE(contains(error_of([] { WebshopCatalogueSpec::from_json({{"catalog_size", 3}}); }), "known:"));
+  const std::string unknown = error_of([] { WebshopCatalogueSpec::from_json({{"catalog_size", 3}}); });
+  EXPECT_TRUE(contains(unknown, "unknown config key 'env_kwargs.game.catalog_size'")) << unknown;
+  EXPECT_TRUE(contains(unknown, "did you mean 'env_kwargs.game.catalogue_size'?")) << unknown;
+  EXPECT_TRUE(contains(unknown, "Valid keys under 'env_kwargs.game': catalogue_seed, catalogue_size")) << unknown;
   EXPECT_TRUE(contains(
       error_of([] { WebshopCatalogueSpec::from_json({{"catalogue_size", 30}, {"products_file", "x.json"}}); }),
       "not both"));
@@ -592,7 +595,10 @@ TEST(WebshopGame, RejectsBadSamplesAndOptions) {
   s.extra_info = {{"goal", bad}};
   EXPECT_TRUE(contains(error_of([&] { game.reset(s); }), "price_upper"));
   EXPECT_TRUE(contains(error_of([] { WebshopGameOptions::from_json({{"step_limit", -1}}); }), "step_limit"));
-  EXPECT_TRUE(contains(error_of([] { WebshopGameOptions::from_json({{"bogus", 1}}); }), "step_limit, repeat_instruction"));
+  EXPECT_TRUE(contains(error_of([] { WebshopGameOptions::from_json({{"bogus", 1}}); }),
+                       "Valid keys under 'env_kwargs.game': catalogue_seed, catalogue_size, near_miss_rate, "
+                       "products_file, attributes_file, human_instructions_file, num_products, step_limit, "
+                       "repeat_instruction."));
   // before reset: an observation, not a crash
   WebshopGame fresh(fixture_game());
   EXPECT_EQ(fresh.step("click[Buy Now]").info["valid"], false);
@@ -817,13 +823,15 @@ TEST(WebshopFamily, OptionsParseAndReject) {
   EXPECT_EQ(o.game.step_limit, 12);
   EXPECT_EQ(WebshopFamilyOptions::from_json(o.to_json()).to_json(), o.to_json());
   const std::string unknown = error_of([] { WebshopFamilyOptions::from_json({{"levels", 2}}); });
-  EXPECT_TRUE(contains(unknown, "unknown webshop task option 'levels'"));
-  EXPECT_TRUE(contains(unknown, "min_level, max_level, catalogue_seed"));
+  EXPECT_TRUE(contains(unknown, "unknown config key 'data.task_kwargs.levels'")) << unknown;
+  EXPECT_TRUE(contains(unknown, "Valid keys under 'data.task_kwargs': min_level, max_level, catalogue_seed"))
+      << unknown;
   EXPECT_TRUE(contains(error_of([] { WebshopFamilyOptions::from_json({{"max_level", 5}}); }), "1..4"));
   EXPECT_TRUE(contains(error_of([] { WebshopFamilyOptions::from_json({{"use_system_prompt", 1}}); }), "true or false"));
   EXPECT_TRUE(contains(error_of([] { WebshopFamilyOptions::from_json({{"min_level", 3}, {"max_level", 1}}); }),
                        "min_level must be <= max_level"));
-  EXPECT_TRUE(contains(error_of([] { WebshopFamilyOptions::from_json(json::array()); }), "must be a map"));
+  EXPECT_TRUE(contains(error_of([] { WebshopFamilyOptions::from_json(json::array()); }),
+                       "data.task_kwargs: expected a map"));
 }
 
 TEST(WebshopFamily, SamplesFollowTheConventionsAndReplayFromJsonl) {
@@ -866,7 +874,9 @@ TEST(WebshopFamily, SamplesFollowTheConventionsAndReplayFromJsonl) {
   const auto again = fam->make_dataset(DataSplit::kTest, 20, 5);
   for (size_t i = 0; i < ds.size(); ++i) EXPECT_EQ(ds[i].to_json(), again[i].to_json());
   EXPECT_TRUE(env::has_game("webshop"));
-  EXPECT_TRUE(contains(error_of([] { env::make_game("webshop", {{"catalog", 1}}); }), "known:"));
+  const std::string unknown = error_of([] { env::make_game("webshop", {{"catalog", 1}}); });
+  EXPECT_TRUE(contains(unknown, "unknown config key 'env_kwargs.game.catalog'")) << unknown;
+  EXPECT_TRUE(contains(unknown, "Valid keys under 'env_kwargs.game': catalogue_seed")) << unknown;
   auto bare = make_task_family("webshop", {{"use_system_prompt", false}, {"show_admissible", true}});
   const Sample s = bare->make_dataset(DataSplit::kTrain, 1, 1)[0];
   ASSERT_EQ(s.prompt.size(), 1u);
