@@ -200,23 +200,30 @@ std::string WindowPolicy::render(const ContextTurn& turn, const json& messages) 
   return ctx_.chat_template->render(messages, turn.tools, /*add_generation_prompt=*/true, ctx_.render_options);
 }
 
-SlidingWindowPolicy::SlidingWindowPolicy(const ContextPolicyContext& ctx, int keep_last)
-    : WindowPolicy(ctx), keep_last_(keep_last) {
-  AGENTR1_CHECK(keep_last_ >= 1, "sliding_window context option 'keep_last' must be >= 1, got " << keep_last_);
+void SlidingWindowOptions::validate() const {
+  AGENTR1_CHECK(keep_last >= 1, "'keep_last' must be >= 1 (the latest turn is always kept), got " << keep_last);
+}
+
+SlidingWindowPolicy::SlidingWindowPolicy(const ContextPolicyContext& ctx, SlidingWindowOptions options)
+    : WindowPolicy(ctx), options_(options) {
+  options_.validate();
 }
 
 Observation SlidingWindowPolicy::next(const ContextTurn& turn) const {
   const std::vector<size_t> starts = turn_starts(turn);
-  const size_t omitted = starts.size() - std::min(starts.size(), static_cast<size_t>(keep_last_));
+  const size_t omitted = starts.size() - std::min(starts.size(), static_cast<size_t>(options_.keep_last));
   if (turn.report != nullptr) turn.report->omitted_turns = omitted;
   const size_t first = starts.empty() ? turn.messages.size() : starts[omitted];
   return Observation::from_text(render(turn, window(turn, first, omitted)));
 }
 
-TokenBudgetPolicy::TokenBudgetPolicy(const ContextPolicyContext& ctx, int max_prompt_tokens)
-    : WindowPolicy(ctx), max_prompt_tokens_(max_prompt_tokens) {
-  AGENTR1_CHECK(max_prompt_tokens_ >= 1,
-                "token_budget context option 'max_prompt_tokens' must be >= 1, got " << max_prompt_tokens_);
+void TokenBudgetOptions::validate() const {
+  AGENTR1_CHECK(max_prompt_tokens >= 1, "'max_prompt_tokens' must be >= 1, got " << max_prompt_tokens);
+}
+
+TokenBudgetPolicy::TokenBudgetPolicy(const ContextPolicyContext& ctx, TokenBudgetOptions options)
+    : WindowPolicy(ctx), options_(options) {
+  options_.validate();
 }
 
 Observation TokenBudgetPolicy::next(const ContextTurn& turn) const {
@@ -226,7 +233,7 @@ Observation TokenBudgetPolicy::next(const ContextTurn& turn) const {
   for (size_t omitted = 0;; ++omitted) {
     std::string text = render(turn, window(turn, starts[omitted], omitted));
     const size_t n = ctx_.tokenizer->encode(text, /*allow_special=*/true).size();
-    if (n <= static_cast<size_t>(max_prompt_tokens_) || omitted + 1 == starts.size()) {
+    if (n <= static_cast<size_t>(options_.max_prompt_tokens) || omitted + 1 == starts.size()) {
       if (turn.report != nullptr) turn.report->omitted_turns = omitted;
       return Observation::from_text(std::move(text));
     }
@@ -237,12 +244,14 @@ const char* const kSummaryInstruction =
     "Summarize the earlier turns of this task below for yourself: the tool calls made, their "
     "results, and what is known so far. Be brief; write only the summary.";
 
-SummarizePolicy::SummarizePolicy(const ContextPolicyContext& ctx, int keep_last, int max_summary_tokens,
-                                 bool train_summary)
-    : WindowPolicy(ctx), keep_last_(keep_last), max_summary_tokens_(max_summary_tokens), train_summary_(train_summary) {
-  AGENTR1_CHECK(keep_last_ >= 1, "summarize context option 'keep_last' must be >= 1, got " << keep_last_);
-  AGENTR1_CHECK(max_summary_tokens_ >= 1,
-                "summarize context option 'max_summary_tokens' must be >= 1, got " << max_summary_tokens_);
+void SummarizeOptions::validate() const {
+  AGENTR1_CHECK(keep_last >= 1, "'keep_last' must be >= 1 (the latest turn is always kept), got " << keep_last);
+  AGENTR1_CHECK(max_summary_tokens >= 1, "'max_summary_tokens' must be >= 1, got " << max_summary_tokens);
+}
+
+SummarizePolicy::SummarizePolicy(const ContextPolicyContext& ctx, SummarizeOptions options)
+    : WindowPolicy(ctx), options_(options) {
+  options_.validate();
   AGENTR1_CHECK(ctx_.generator != nullptr,
                 "the summarize context policy needs a generator to write summaries (EnvContext.generator is "
                 "null; HINT: run it inside an agent loop, which passes the rollout's generator)");
@@ -250,7 +259,7 @@ SummarizePolicy::SummarizePolicy(const ContextPolicyContext& ctx, int keep_last,
 
 Observation SummarizePolicy::next(const ContextTurn& turn) const {
   const std::vector<size_t> starts = turn_starts(turn);
-  const size_t omitted = starts.size() - std::min(starts.size(), static_cast<size_t>(keep_last_));
+  const size_t omitted = starts.size() - std::min(starts.size(), static_cast<size_t>(options_.keep_last));
   if (turn.report != nullptr) turn.report->omitted_turns = omitted;
   if (omitted == 0) return Observation::from_text(render(turn, window(turn, turn.head_size, 0)));
   const size_t first = starts[omitted];
@@ -285,7 +294,7 @@ Observation SummarizePolicy::next(const ContextTurn& turn) const {
     return Observation::from_text(render(turn, window(turn, first, omitted)));
   }
   req.sampling = ctx_.sampling;
-  req.sampling.max_new_tokens = std::min(max_summary_tokens_, context - static_cast<int>(req.prompt_ids.size()));
+  req.sampling.max_new_tokens = std::min(options_.max_summary_tokens, context - static_cast<int>(req.prompt_ids.size()));
   req.sampling.seed = derive_seed(ctx_.seed, {0x5a11, static_cast<uint64_t>(turn.turn_index)});
   Step step;
   step.prompt_ids = req.prompt_ids;
@@ -294,7 +303,7 @@ Observation SummarizePolicy::next(const ContextTurn& turn) const {
   size_t n = r.token_ids.size();
   while (n > 0 && ctx_.tokenizer->is_special(r.token_ids[n - 1])) --n;
   const std::string summary = ctx_.tokenizer->decode(TokenIds(r.token_ids.begin(), r.token_ids.begin() + static_cast<std::ptrdiff_t>(n)));
-  if (train_summary_ && turn.report != nullptr && !r.token_ids.empty()) {
+  if (options_.train_summary && turn.report != nullptr && !r.token_ids.empty()) {
     step.response_ids = r.token_ids;
     step.response_logprobs = r.logprobs;
     step.policy_version = r.policy_version;
@@ -319,69 +328,37 @@ namespace {
 using ContextPolicyRegistry = Registry<ContextPolicy, const ContextPolicyContext&, const json&>;
 constexpr const char* kWhat = "context policy";
 
-// Reads the options object of a built-in: only `known` keys, each an integer >= 1.
-int int_option(const json& options, const std::string& policy, const std::string& key, int fallback,
-               const std::vector<std::string>& known) {
-  AGENTR1_CHECK(options.is_null() || options.is_object(),
-                policy << " context options must be an object, got " << options.dump());
-  if (options.is_object())
-    for (auto it = options.begin(); it != options.end(); ++it) {
-      bool ok = false;
-      for (const auto& k : known) ok = ok || it.key() == k;
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      AGENTR1_CHECK(ok, "unknown " << policy << " context option '" << it.key() << "'; known: "
-                                   << (list.empty() ? "(none)" : list));
-    }
-  if (!options.is_object() || !options.contains(key)) return fallback;
-  const json& v = options[key];
-  AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 1000000000,
-                policy << " context option '" << key << "' must be an integer >= 1, got " << v.dump());
-  return static_cast<int>(v.get<int64_t>());
-}
-
 void register_builtins() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto& r = ContextPolicyRegistry::instance();
     r.add("append_only",
           [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
-            int_option(o, "append_only", "", 0, {});
+            bind_context_options<NoContextOptions>(o);
             AGENTR1_CHECK(c.tokenizer && c.chat_template, "append_only context: needs a tokenizer and a template");
             return std::make_unique<AppendOnlyPolicy>(*c.tokenizer, *c.chat_template, c.render_options);
           },
           kWhat);
     r.add("rerender",
           [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
-            int_option(o, "rerender", "", 0, {});
+            bind_context_options<NoContextOptions>(o);
             AGENTR1_CHECK(c.chat_template, "rerender context: needs a chat template");
             return std::make_unique<RerenderPolicy>(*c.chat_template, c.render_options);
           },
           kWhat);
     r.add("sliding_window",
           [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
-            return std::make_unique<SlidingWindowPolicy>(c, int_option(o, "sliding_window", "keep_last", 2,
-                                                                       {"keep_last"}));
+            return std::make_unique<SlidingWindowPolicy>(c, bind_context_options<SlidingWindowOptions>(o));
           },
           kWhat);
     r.add("summarize",
           [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
-            const std::vector<std::string> known = {"keep_last", "max_summary_tokens", "train_summary"};
-            const int keep = int_option(o, "summarize", "keep_last", 2, known);
-            const int max_tokens = int_option(o, "summarize", "max_summary_tokens", 128, known);
-            bool train = false;
-            if (o.is_object() && o.contains("train_summary")) {
-              AGENTR1_CHECK(o["train_summary"].is_boolean(), "summarize context option 'train_summary' must be "
-                                                                 "true or false, got " << o["train_summary"].dump());
-              train = o["train_summary"].get<bool>();
-            }
-            return std::make_unique<SummarizePolicy>(c, keep, max_tokens, train);
+            return std::make_unique<SummarizePolicy>(c, bind_context_options<SummarizeOptions>(o));
           },
           kWhat);
     r.add("token_budget",
           [](const ContextPolicyContext& c, const json& o) -> std::unique_ptr<ContextPolicy> {
-            return std::make_unique<TokenBudgetPolicy>(
-                c, int_option(o, "token_budget", "max_prompt_tokens", 1024, {"max_prompt_tokens"}));
+            return std::make_unique<TokenBudgetPolicy>(c, bind_context_options<TokenBudgetOptions>(o));
           },
           kWhat);
   });
@@ -414,7 +391,9 @@ std::unique_ptr<ContextPolicy> make_context_policy(const json& spec, const Conte
     options = spec;
     options.erase("type");
   }
-  return ContextPolicyRegistry::instance().create(name, ctx, options, kWhat);
+  const auto& registry = ContextPolicyRegistry::instance();
+  if (!registry.contains(name)) return registry.create(name, ctx, options, kWhat);  // throws listing the known
+  return with_context("context policy '" + name + "'", [&] { return registry.create(name, ctx, options, kWhat); });
 }
 
 std::unique_ptr<ContextPolicy> make_context_policy(const std::string& name, const text::Tokenizer& tokenizer,

@@ -7,9 +7,11 @@
 //   Observation next = policy->next(turn);
 //   register_context_policy("mine", [](const ContextPolicyContext& c, const json& kw) { ... });
 //
-// A policy spec is a name ("append_only") or an object {"type": name, ...options}; the
-// options are the policy's own (unknown keys and bad values throw Error naming the key,
-// the rule and the known keys). Unknown names throw listing the registered ones.
+// A policy spec is a name ("append_only") or an object {"type": name, ...options}: the
+// type picks the policy, the other keys are bound into its options struct below
+// (core/config.h's bind_into, under the key env_kwargs.context: unknown keys, types and
+// ranges fail naming the key and the policy's valid keys). Unknown names throw listing
+// the registered ones.
 //
 // The episode's structure, as every policy sees it (ContextTurn): messages[0, head_size)
 // are the head (system prompt and task, i.e. the sample's prompt messages); after it
@@ -29,15 +31,15 @@
 //                          may rewrite earlier turns (Qwen3 drops empty think blocks).
 //                          Each Step still stores the prompt it saw, so the data stays
 //                          valid RL data; it just cannot be packed append-only.
-//   sliding_window         {"keep_last": 2}: the head, then a marker message
+//   sliding_window         {"keep_last": 2} (SlidingWindowOptions): the head, then a marker message
 //                          {"role": "user", "content": "[N earlier turns omitted]"} when N > 0
 //                          turns were left out, then the last keep_last turns, rendered
 //                          from their text through the chat template (generation prompt
 //                          included). Not token-exact.
 //   summarize              {"keep_last": 2, "max_summary_tokens": 128, "train_summary":
-//                          false}: like sliding_window, with a summary the model writes
+//                          false} (SummarizeOptions): like sliding_window, with a summary the model writes
 //                          in place of the marker (SummarizePolicy below). Not token-exact.
-//   token_budget           {"max_prompt_tokens": 1024}: the head and the most recent turns
+//   token_budget           {"max_prompt_tokens": 1024} (TokenBudgetOptions): the head and the most recent turns
 //                          whose rendering (with the marker, as sliding_window) fits
 //                          max_prompt_tokens tokens, cut on turn boundaries only; the
 //                          latest turn is always kept (if it alone does not fit, the flow's
@@ -82,6 +84,7 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/generator.h"
 #include "agentr1/core/json.h"
 #include "agentr1/core/trajectory.h"
@@ -93,6 +96,49 @@ class Tokenizer;
 }
 
 namespace agentr1::env {
+
+// Options of the built-in policies: the keys of a spec besides "type". append_only and
+// rerender take none (NoContextOptions). validate() throws Error naming the key, the
+// rule and the value.
+struct NoContextOptions {
+  template <class V>
+  void visit(V&) {}
+};
+
+struct SlidingWindowOptions {
+  int keep_last = 2;  // the most recent turns kept after the head; >= 1
+
+  template <class V>
+  void visit(V& v) {
+    v.field("keep_last", keep_last, "the most recent turns kept after the head; >= 1");
+  }
+  void validate() const;
+};
+
+struct TokenBudgetOptions {
+  int max_prompt_tokens = 1024;  // the prompt's token budget (the latest turn is always kept); >= 1
+
+  template <class V>
+  void visit(V& v) {
+    v.field("max_prompt_tokens", max_prompt_tokens,
+            "the prompt's token budget, cut on turn boundaries (the latest turn is always kept); >= 1");
+  }
+  void validate() const;
+};
+
+struct SummarizeOptions {
+  int keep_last = 2;             // the most recent turns kept verbatim after the summary; >= 1
+  int max_summary_tokens = 128;  // the summary's generation cap; >= 1
+  bool train_summary = false;    // the summary call is also a trained Step of the trajectory
+
+  template <class V>
+  void visit(V& v) {
+    v.field("keep_last", keep_last, "the most recent turns kept verbatim after the summary; >= 1");
+    v.field("max_summary_tokens", max_summary_tokens, "the summary's generation cap; >= 1");
+    v.field("train_summary", train_summary, "train the summary call as a step of the trajectory");
+  }
+  void validate() const;
+};
 
 // What a policy reports about the prompt it built (ContextTurn::report).
 struct ContextReport {
@@ -185,22 +231,24 @@ class WindowPolicy : public ContextPolicy {
 
 class SlidingWindowPolicy : public WindowPolicy {
  public:
-  SlidingWindowPolicy(const ContextPolicyContext& ctx, int keep_last);  // keep_last >= 1
+  // Throws Error when options.validate() does.
+  SlidingWindowPolicy(const ContextPolicyContext& ctx, SlidingWindowOptions options);
   std::string name() const override { return "sliding_window"; }
   Observation next(const ContextTurn& turn) const override;
 
  private:
-  int keep_last_;
+  SlidingWindowOptions options_;
 };
 
 class TokenBudgetPolicy : public WindowPolicy {
  public:
-  TokenBudgetPolicy(const ContextPolicyContext& ctx, int max_prompt_tokens);  // >= 1
+  // Throws Error when options.validate() does.
+  TokenBudgetPolicy(const ContextPolicyContext& ctx, TokenBudgetOptions options);
   std::string name() const override { return "token_budget"; }
   Observation next(const ContextTurn& turn) const override;
 
  private:
-  int max_prompt_tokens_;
+  TokenBudgetOptions options_;
 };
 
 // Turns older than the last keep_last are replaced by a summary the model writes: one
@@ -218,22 +266,24 @@ class TokenBudgetPolicy : public WindowPolicy {
 extern const char* const kSummaryInstruction;
 class SummarizePolicy : public WindowPolicy {
  public:
-  SummarizePolicy(const ContextPolicyContext& ctx, int keep_last, int max_summary_tokens, bool train_summary);
+  // Throws Error when options.validate() does or ctx has no generator.
+  SummarizePolicy(const ContextPolicyContext& ctx, SummarizeOptions options);
   std::string name() const override { return "summarize"; }
   Observation next(const ContextTurn& turn) const override;
 
  private:
-  int keep_last_;
-  int max_summary_tokens_;
-  bool train_summary_;
+  SummarizeOptions options_;
 };
 
 using ContextPolicyFactory =
     std::function<std::unique_ptr<ContextPolicy>(const ContextPolicyContext& ctx, const json& options)>;
-// Throws Error for an empty name or one registered twice (built-ins included).
+// Throws Error for an empty name or one registered twice (built-ins included). The
+// factory gets the spec without "type" (an empty object for a bare name); bind it with
+// bind_context_options.
 void register_context_policy(const std::string& name, ContextPolicyFactory factory);
 // spec: a name or {"type": name, ...options}. Throws Error for an unknown name (listing
-// the registered ones), a malformed spec, or bad options.
+// the registered ones), a malformed spec, or bad options (prefixed "context policy
+// '<name>'").
 std::unique_ptr<ContextPolicy> make_context_policy(const json& spec, const ContextPolicyContext& ctx);
 // The same by name without options (the built-ins' defaults).
 std::unique_ptr<ContextPolicy> make_context_policy(const std::string& name,
@@ -241,6 +291,18 @@ std::unique_ptr<ContextPolicy> make_context_policy(const std::string& name,
                                                    const text::ChatTemplate& chat_template,
                                                    const text::RenderOptions& render_options);
 std::vector<std::string> context_policy_names();  // sorted
+
+// A policy's options struct bound from a spec's options (the spec without "type"), with
+// errors named as the keys under env_kwargs.context ("env_kwargs.context.keep_last:
+// expected an integer ..."). Throws Error listing every problem.
+template <class T>
+T bind_context_options(const json& options) {
+  json tree = json::object();
+  tree["env_kwargs"]["context"] = options;
+  T out{};
+  bind_into(out, tree, "env_kwargs.context");
+  return out;
+}
 
 struct EnvContext;  // agent_env.h
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/registry.h"
 #include "agentr1/core/strings.h"
@@ -59,33 +60,19 @@ std::optional<std::string> extract_command(const std::string& text) {
   return std::nullopt;
 }
 
+void GameEnvOptions::validate() const {
+  AGENTR1_CHECK(context.is_string() || context.is_object(),
+                "'context' must be a policy name or {type: name, ...options}, got " << context.dump());
+  AGENTR1_CHECK(game.is_object() || game.is_null(),
+                "'game' must be a map of the game's options, got " << game.dump().substr(0, 80));
+}
+
 GameEnvOptions GameEnvOptions::from_json(const json& kwargs) {
+  json tree = json::object();
+  tree["env_kwargs"] = kwargs;
   GameEnvOptions o;
-  if (kwargs.is_null()) return o;
-  AGENTR1_CHECK(kwargs.is_object(), "game env kwargs must be an object, got " << kwargs.type_name());
-  for (auto it = kwargs.begin(); it != kwargs.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "context") {
-      AGENTR1_CHECK(v.is_string() || v.is_object(),
-                    "game env option 'context' must be a policy name or {type: ..., options}, got "
-                        << v.dump());
-      o.context = v;
-    } else if (k == "show_admissible") {
-      AGENTR1_CHECK(v.is_boolean(), "game env option 'show_admissible' must be true or false, got " << v.dump());
-      o.show_admissible = v.get<bool>();
-    } else if (k == "game") {
-      AGENTR1_CHECK(v.is_object() || v.is_null(),
-                    "game env option 'game' must be an object of game options, got " << v.dump());
-      o.game = v.is_null() ? json::object() : v;
-    } else if (k == "tools_in_prompt") {
-      // A game offers no tools, so there is no schema to list either way; accepted so that
-      // one rollout.env_kwargs serves tool and game tasks alike.
-      AGENTR1_CHECK(v.is_boolean(), "game env option 'tools_in_prompt' must be true or false, got " << v.dump());
-    } else {
-      throw Error("unknown game env option '" + k + "'; known: context, show_admissible, game, tools_in_prompt");
-    }
-  }
+  bind_into(o, tree, "env_kwargs");  // unknown keys, types, then validate()
+  if (o.game.is_null()) o.game = json::object();
   return o;
 }
 

@@ -33,7 +33,7 @@
 //   game            object passed to the game factory (the game's own options)
 //   tools_in_prompt accepted and ignored (a game has no tools), so one rollout.env_kwargs
 //                   serves tool and game tasks alike
-// Unknown keys throw Error listing these.
+// (GameEnvOptions). Unknown keys throw Error listing these.
 #pragma once
 
 #include <functional>
@@ -94,11 +94,24 @@ extern const char* const kInvalidFormatFeedback;
 std::optional<std::string> extract_command(const std::string& response_text);
 
 struct GameEnvOptions {
-  json context = "append_only";   // context policy spec
+  json context = "append_only";   // context policy spec: a name or {"type": name, ...options}
   bool show_admissible = false;   // list admissible commands after each observation
-  json game = json::object();     // passed to the game factory
+  json game = json::object();     // passed to the game factory (null = {})
+  bool tools_in_prompt = true;    // accepted and ignored: a game has no tools to list
 
-  // From env kwargs (null = defaults). Unknown keys throw Error listing the known ones.
+  template <class V>
+  void visit(V& v) {
+    v.field("context", context, "context policy: a name or {type: ..., options}");
+    v.field("show_admissible", show_admissible, "list the admissible commands after each observation");
+    v.field("game", game, "the game's own options (passed to the game factory)");
+    v.field("tools_in_prompt", tools_in_prompt,
+            "accepted and ignored (a game has no tools), so one env_kwargs serves tool and game tasks");
+  }
+  // Throws Error naming the field, the rule and the value.
+  void validate() const;
+
+  // From env kwargs (null = defaults) with bind_into, the keys named env_kwargs.<key>:
+  // an unknown key fails with the nearest and the valid keys, a wrong type with the key.
   static GameEnvOptions from_json(const json& kwargs);
 };
 

@@ -8,10 +8,13 @@
 #include <gtest/gtest.h>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::env {
 namespace {
+
+using agentr1::testing::error_of;
 
 const std::string kFixtures = std::string(AGENTR1_SOURCE_DIR) + "/tests/fixtures/flow";
 
@@ -104,11 +107,26 @@ TEST(GameEnvOptions, UnknownKeyAndTypes) {
   const GameEnvOptions o = GameEnvOptions::from_json(json{{"show_admissible", true}, {"game", {{"k", 1}}}});
   EXPECT_TRUE(o.show_admissible);
   EXPECT_EQ(o.game["k"], 1);
-  try {
-    GameEnvOptions::from_json(json{{"contxt", 1}});
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("known: context, show_admissible, game, tools_in_prompt"), std::string::npos);
-  }
+  // Errors come from core/config.h's bind_into, the keys named env_kwargs.<key>.
+  std::string e = error_of([] { GameEnvOptions::from_json(json{{"contxt", 1}}); });
+  EXPECT_NE(e.find("unknown config key 'env_kwargs.contxt'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'env_kwargs.context'?"), std::string::npos) << e;
+  EXPECT_NE(e.find("Valid keys under 'env_kwargs': context, show_admissible, game, tools_in_prompt."),
+            std::string::npos)
+      << e;
+  e = error_of([] { GameEnvOptions::from_json(json{{"show_admissible", "yes"}}); });
+  EXPECT_NE(e.find("env_kwargs.show_admissible: expected a bool (true or false), got \"yes\""), std::string::npos) << e;
+  e = error_of([] { GameEnvOptions::from_json(json{{"game", 3}}); });
+  EXPECT_NE(e.find("env_kwargs: 'game' must be a map of the game's options, got 3"), std::string::npos) << e;
+  e = error_of([] { GameEnvOptions::from_json(json{{"context", 3}}); });
+  EXPECT_NE(e.find("env_kwargs: 'context' must be a policy name or {type: name, ...options}, got 3"), std::string::npos)
+      << e;
+  e = error_of([] { GameEnvOptions::from_json(json{{"tools_in_prompt", 0}}); });
+  EXPECT_NE(e.find("env_kwargs.tools_in_prompt: expected a bool"), std::string::npos) << e;
+  // Defaults; null game options are none; tools_in_prompt is accepted (and ignored).
+  EXPECT_EQ(GameEnvOptions::from_json(json()).context, "append_only");
+  EXPECT_EQ(GameEnvOptions::from_json(json{{"game", nullptr}}).game, json::object());
+  EXPECT_NO_THROW(GameEnvOptions::from_json(json{{"tools_in_prompt", false}}));
 }
 
 TEST(GameEnv, AppendOnlyEpisodeIsTokenExactAndRewardsGoToInfo) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/thread_pool.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
@@ -31,148 +32,54 @@ std::string format_seconds(double s) {
   return os.str();
 }
 
-// Reads one kwargs object through ToolEnvOptions::visit.
-class KwargsReader {
- public:
-  explicit KwargsReader(const json& kwargs) : kwargs_(kwargs) {}
-
-  template <class T>
-  void field(const std::string& name, T& ref, const std::string& = "") {
-    known_.push_back(name);
-    auto it = kwargs_.find(name);
-    if (it == kwargs_.end()) return;
-    read(name, *it, ref);
-  }
-
-  void check_unknown() const {
-    for (auto it = kwargs_.begin(); it != kwargs_.end(); ++it) {
-      bool ok = false;
-      for (const auto& k : known_) ok = ok || k == it.key();
-      if (!ok)
-        throw Error("unknown tool env option '" + it.key() + "'; valid options: " + join(known_) +
-                    ". HINT: check env_kwargs in the config and in the dataset rows");
-    }
-  }
-
- private:
-  static Error type_error(const std::string& key, const char* want, const json& v) {
-    return Error("tool env option '" + key + "' must be " + want + ", got " +
-                 v.dump().substr(0, 80));
-  }
-  static void read(const std::string& key, const json& v, std::vector<std::string>& out) {
-    if (!v.is_array()) throw type_error(key, "a list of strings", v);
-    out.clear();
-    for (const auto& e : v) {
-      if (!e.is_string()) throw type_error(key, "a list of strings", v);
-      out.push_back(e.get<std::string>());
-    }
-  }
-  static void read(const std::string& key, const json& v, std::vector<double>& out) {
-    // A number is the one-element list (a fixed value).
-    if (v.is_number()) {
-      out = {v.get<double>()};
-      return;
-    }
-    if (!v.is_array()) throw type_error(key, "a number or a list of numbers", v);
-    out.clear();
-    for (const auto& e : v) {
-      if (!e.is_number()) throw type_error(key, "a number or a list of numbers", v);
-      out.push_back(e.get<double>());
-    }
-  }
-  static void read(const std::string& key, const json& v, std::string& out) {
-    if (!v.is_string()) throw type_error(key, "a string", v);
-    out = v.get<std::string>();
-  }
-  static void read(const std::string& key, const json& v, double& out) {
-    if (!v.is_number()) throw type_error(key, "a number", v);
-    out = v.get<double>();
-  }
-  static void read(const std::string& key, const json& v, int& out) {
-    const bool integral = v.is_number_integer() ||
-                          (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
-    if (!integral || std::fabs(v.get<double>()) > 2e9) throw type_error(key, "an integer", v);
-    out = static_cast<int>(v.get<double>());
-  }
-  static void read(const std::string& key, const json& v, bool& out) {
-    if (!v.is_boolean()) throw type_error(key, "true or false", v);
-    out = v.get<bool>();
-  }
-  static void read(const std::string&, const json& v, json& out) { out = v; }
-
-  const json& kwargs_;
-  std::vector<std::string> known_;
-};
-
-// Writes every field into a JSON object.
-struct KwargsWriter {
-  template <class T>
-  void field(const std::string& name, T& ref, const std::string& = "") {
-    out[name] = ref;
-  }
-  json out = json::object();
-};
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------
 // Options
 
 ToolEnvOptions ToolEnvOptions::from_json(const json& kwargs) {
+  json tree = json::object();
+  tree["env_kwargs"] = kwargs;
+  // A number is the one-element list (a fixed latency, core/latency.h).
+  json& kw = tree["env_kwargs"];
+  if (kw.is_object() && kw.contains("tool_latency_ms") && kw["tool_latency_ms"].is_number())
+    kw["tool_latency_ms"] = json::array({kw["tool_latency_ms"]});
   ToolEnvOptions o;
-  if (kwargs.is_null()) return o;
-  AGENTR1_CHECK(kwargs.is_object(),
-                "tool env kwargs must be a JSON object, got " << kwargs.dump().substr(0, 80));
-  KwargsReader reader(kwargs);
-  o.visit(reader);
-  reader.check_unknown();
-  o.validate();
+  bind_into(o, tree, "env_kwargs");  // unknown keys, types, then validate()
   return o;
 }
 
-json ToolEnvOptions::to_json() const {
-  KwargsWriter w;
-  ToolEnvOptions copy = *this;  // visit() is non-const (it also binds)
-  copy.visit(w);
-  return w.out;
-}
+json ToolEnvOptions::to_json() const { return config_to_json(*this); }
 
 void ToolEnvOptions::validate() const {
-  AGENTR1_CHECK(tool_timeout_s > 0, "tool env option 'tool_timeout_s' must be > 0, got "
-                                        << tool_timeout_s);
+  AGENTR1_CHECK(tool_timeout_s > 0, "'tool_timeout_s' must be > 0 (seconds), got " << tool_timeout_s);
   AGENTR1_CHECK(tool_queue_timeout_s > 0,
-                "tool env option 'tool_queue_timeout_s' must be > 0, got " << tool_queue_timeout_s);
+                "'tool_queue_timeout_s' must be > 0 (seconds), got " << tool_queue_timeout_s);
   AGENTR1_CHECK(max_tool_calls_per_turn >= 1,
-                "tool env option 'max_tool_calls_per_turn' must be >= 1, got "
-                    << max_tool_calls_per_turn);
-  Latency::from_ms(tool_latency_ms, "tool env option 'tool_latency_ms'");
+                "'max_tool_calls_per_turn' must be >= 1, got " << max_tool_calls_per_turn);
+  Latency::from_ms(tool_latency_ms, "'tool_latency_ms'");
   AGENTR1_CHECK(max_tool_response_chars >= 0,
-                "tool env option 'max_tool_response_chars' must be >= 0 (0 = no limit), got "
-                    << max_tool_response_chars);
+                "'max_tool_response_chars' must be >= 0 (0 = no limit), got " << max_tool_response_chars);
   for (size_t i = 0; i < tools.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      AGENTR1_CHECK(tools[i] != tools[j],
-                    "tool env option 'tools' lists '" << tools[i] << "' twice");
-  AGENTR1_CHECK(tool_kwargs.is_object(), "tool env option 'tool_kwargs' must be an object");
+      AGENTR1_CHECK(tools[i] != tools[j], "'tools' lists '" << tools[i] << "' twice; list each tool once");
+  AGENTR1_CHECK(tool_kwargs.is_object(),
+                "'tool_kwargs' must be a map {tool name: kwargs}, got " << tool_kwargs.dump().substr(0, 80));
   if (tool_format != "auto") {
     const std::vector<std::string> formats = text::tool_format_names();
     AGENTR1_CHECK(std::find(formats.begin(), formats.end(), tool_format) != formats.end(),
-                  "tool env option 'tool_format' is '"
-                      << tool_format << "', which is not a registered tool format; known: "
-                      << join(formats) << ", or auto (the chat template's own)");
+                  "'tool_format' is '" << tool_format << "', which is not a registered tool format; known: "
+                                     << join(formats) << ", or auto (the chat template's own)");
   }
   AGENTR1_CHECK(context.is_string() || context.is_object(),
-                "tool env option 'context' must be a policy name or {\"type\": name, ...options}, got "
-                    << context.dump());
+                "'context' must be a policy name or {\"type\": name, ...options}, got " << context.dump());
   for (const auto& kv : tool_kwargs.items()) {
     bool offered = false;
     for (const auto& t : tools) offered = offered || t == kv.key();
-    AGENTR1_CHECK(offered, "tool env option 'tool_kwargs' has kwargs for '"
-                               << kv.key() << "', which is not in 'tools' (" << join(tools)
-                               << ")");
-    AGENTR1_CHECK(kv.value().is_object(),
-                  "tool env option 'tool_kwargs." << kv.key() << "' must be an object, got "
-                                                  << kv.value().dump().substr(0, 80));
+    AGENTR1_CHECK(offered, "'tool_kwargs' has kwargs for '" << kv.key() << "', which is not in 'tools' (" << join(tools)
+                                                          << "); add it to tools or drop its kwargs");
+    AGENTR1_CHECK(kv.value().is_object(), "'tool_kwargs." << kv.key() << "' must be a map of the tool's options, got "
+                                                         << kv.value().dump().substr(0, 80));
   }
 }
 
@@ -183,7 +90,7 @@ ToolEnv::ToolEnv(const EnvContext& ctx, ToolEnvOptions options)
     : ctx_(ctx), options_(std::move(options)) {
   AGENTR1_CHECK(ctx_.tokenizer != nullptr && ctx_.chat_template != nullptr,
                 "ToolEnv needs EnvContext.tokenizer and EnvContext.chat_template (got null)");
-  options_.validate();
+  with_context("tool env options", [&] { options_.validate(); });
   if (ctx_.render_options != nullptr) render_options_ = *ctx_.render_options;
   tools_schema_ = json();
   if (!options_.tools.empty()) tools_schema_ = json::array();

@@ -86,7 +86,7 @@ struct ToolEnvOptions {
                                       // template's tools block); false: a model that learned
                                       // its tools in training sees no schema (shorter prompts)
 
-  // Names every field once (for from_json/to_json and core/config.h's bind_config).
+  // Names every field once (core/config.h's bind_into, config_to_json, describe_config).
   template <class V>
   void visit(V& v) {
     v.field("tools", tools, "registered tool names offered to the model");
@@ -111,10 +111,11 @@ struct ToolEnvOptions {
   }
 
   // Builds options from kwargs (the flow defaults merged with the sample's env_kwargs;
-  // null = defaults). Throws Error naming the key and the valid keys for an unknown
-  // key, and the key, the rule and the value for a wrong type or range.
+  // null = defaults) with bind_into, the keys named env_kwargs.<key>: an unknown key
+  // fails with the nearest and the valid keys, a wrong type or range with the key, the
+  // rule and the value. tool_latency_ms may also be one number ([ms]).
   static ToolEnvOptions from_json(const json& kwargs);
-  json to_json() const;
+  json to_json() const;  // config_to_json: every field; from_json(to_json()) is equal
   // Throws Error naming the field, the rule and the value.
   void validate() const;
 };

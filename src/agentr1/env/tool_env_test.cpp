@@ -183,15 +183,27 @@ TEST_F(EnvFixture, OptionsFromJsonAndErrors) {
   EXPECT_EQ(o.max_tool_calls_per_turn, 2);
   EXPECT_EQ(ToolEnvOptions::from_json(o.to_json()).to_json(), o.to_json());
 
+  // Errors come from core/config.h's bind_into, the keys named env_kwargs.<key>.
   std::string msg = error_of([] { ToolEnvOptions::from_json(json{{"tool", json::array()}}); });
-  EXPECT_TRUE(contains(msg, "unknown tool env option 'tool'")) << msg;
-  EXPECT_TRUE(contains(msg, "tools, tool_kwargs, tool_format")) << msg;
+  EXPECT_TRUE(contains(msg, "unknown config key 'env_kwargs.tool'")) << msg;
+  EXPECT_TRUE(contains(msg, "did you mean 'env_kwargs.tools'?")) << msg;
+  EXPECT_TRUE(contains(msg, "Valid keys under 'env_kwargs': tools, tool_kwargs, tool_format")) << msg;
   msg = error_of([] { ToolEnvOptions::from_json(json{{"tool_timeout_s", "5"}}); });
-  EXPECT_TRUE(contains(msg, "'tool_timeout_s' must be a number")) << msg;
+  EXPECT_TRUE(contains(msg, "env_kwargs.tool_timeout_s: expected a number, got \"5\"")) << msg;
   msg = error_of([] { ToolEnvOptions::from_json(json{{"max_tool_calls_per_turn", 0}}); });
-  EXPECT_TRUE(contains(msg, "'max_tool_calls_per_turn' must be >= 1, got 0")) << msg;
+  EXPECT_TRUE(contains(msg, "env_kwargs: 'max_tool_calls_per_turn' must be >= 1, got 0")) << msg;
   msg = error_of([] { ToolEnvOptions::from_json(json{{"tool_kwargs", {{"adder", json::object()}}}}); });
-  EXPECT_TRUE(contains(msg, "not in 'tools'")) << msg;
+  EXPECT_TRUE(contains(msg, "'adder', which is not in 'tools'")) << msg;
+  msg = error_of([] { ToolEnvOptions::from_json(json::array()); });
+  EXPECT_TRUE(contains(msg, "env_kwargs: expected a map")) << msg;
+  // Integer-valued floats fill integer fields (bind_into's rule); null is the defaults.
+  EXPECT_EQ(ToolEnvOptions::from_json(json{{"max_tool_calls_per_turn", 3.0}}).max_tool_calls_per_turn, 3);
+  EXPECT_EQ(ToolEnvOptions::from_json(json()).to_json(), ToolEnvOptions().to_json());
+  // to_json is every field, in visit() order.
+  const json all = ToolEnvOptions().to_json();
+  EXPECT_EQ(all.size(), 10u);
+  EXPECT_EQ(all.begin().key(), "tools");
+  EXPECT_EQ(all["tool_latency_ms"], json::array());
 }
 
 TEST_F(EnvFixture, ConstructionErrors) {
@@ -210,13 +222,39 @@ TEST_F(EnvFixture, ConstructionErrors) {
   EXPECT_TRUE(contains(msg, "needs a generator")) << msg;
   o.context = json{{"type", "summarize"}, {"train_summary", 1}};
   msg = error_of([&] { ToolEnv env(ctx(), o); });
-  EXPECT_TRUE(contains(msg, "'train_summary' must be true or false, got 1")) << msg;
+  EXPECT_TRUE(contains(msg, "env_kwargs.context.train_summary: expected a bool (true or false), got 1")) << msg;
+  // A spec's type picks the options struct; its other keys are bound into it.
   o.context = json{{"type", "sliding_window"}, {"keep_lst", 2}};
   msg = error_of([&] { ToolEnv env(ctx(), o); });
-  EXPECT_TRUE(contains(msg, "unknown sliding_window context option 'keep_lst'; known: keep_last")) << msg;
+  EXPECT_TRUE(contains(msg, "tool env option 'context': context policy 'sliding_window': ")) << msg;
+  EXPECT_TRUE(contains(msg, "unknown config key 'env_kwargs.context.keep_lst'")) << msg;
+  EXPECT_TRUE(contains(msg, "did you mean 'env_kwargs.context.keep_last'?")) << msg;
+  EXPECT_TRUE(contains(msg, "Valid keys under 'env_kwargs.context': keep_last.")) << msg;
+  o.context = json{{"type", "token_budget"}, {"keep_last", 2}};
+  msg = error_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "context policy 'token_budget': ")) << msg;
+  EXPECT_TRUE(contains(msg, "Valid keys under 'env_kwargs.context': max_prompt_tokens.")) << msg;
+  o.context = json{{"type", "append_only"}, {"keep_last", 2}};
+  msg = error_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "context policy 'append_only': ")) << msg;
+  EXPECT_TRUE(contains(msg, "unknown config key 'env_kwargs.context.keep_last'")) << msg;
   o.context = json{{"type", "sliding_window"}, {"keep_last", 0}};
   msg = error_of([&] { ToolEnv env(ctx(), o); });
-  EXPECT_TRUE(contains(msg, "'keep_last' must be an integer >= 1, got 0")) << msg;
+  EXPECT_TRUE(contains(msg, "env_kwargs.context: 'keep_last' must be >= 1 (the latest turn is always kept), got 0"))
+      << msg;
+  o.context = json{{"type", "token_budget"}, {"max_prompt_tokens", "9"}};
+  msg = error_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "env_kwargs.context.max_prompt_tokens: expected an integer")) << msg;
+  o.context = json{{"type", "summarize"}, {"keep_last", 0}, {"max_summary_tokens", 0}};
+  msg = error_of([&] { ToolEnv env(ctx(), o); });
+  EXPECT_TRUE(contains(msg, "env_kwargs.context: 'keep_last' must be >= 1")) << msg;
+  // The options structs hold the defaults (the ones the bare names get).
+  EXPECT_EQ(bind_context_options<SlidingWindowOptions>(json::object()).keep_last, 2);
+  EXPECT_EQ(bind_context_options<TokenBudgetOptions>(json()).max_prompt_tokens, 1024);
+  const SummarizeOptions so = bind_context_options<SummarizeOptions>(json{{"train_summary", true}, {"keep_last", 3.0}});
+  EXPECT_EQ(so.keep_last, 3);
+  EXPECT_EQ(so.max_summary_tokens, 128);
+  EXPECT_TRUE(so.train_summary);
   o.context = json{{"keep_last", 2}};
   msg = error_of([&] { ToolEnv env(ctx(), o); });
   EXPECT_TRUE(contains(msg, "a context policy is a name or {\"type\": name")) << msg;
@@ -224,7 +262,7 @@ TEST_F(EnvFixture, ConstructionErrors) {
   EXPECT_TRUE(contains(msg, "EnvContext.tokenizer")) << msg;
   // Through the registry: kwargs errors name the key.
   msg = error_of([&] { make_env("tool", ctx(), json{{"max_calls", 1}}); });
-  EXPECT_TRUE(contains(msg, "unknown tool env option 'max_calls'")) << msg;
+  EXPECT_TRUE(contains(msg, "unknown config key 'env_kwargs.max_calls'")) << msg;
 }
 
 TEST_F(EnvFixture, ResetRendersToolsBlockAndGenerationPrompt) {
@@ -616,7 +654,7 @@ TEST_F(EnvFixture, ToolFormatIsTheTemplatesUnlessGiven) {
     EXPECT_EQ(ToolEnv(ctx(), o).tool_format().name(), name);
   }
   const std::string msg = error_of([] { ToolEnvOptions::from_json(json{{"tool_format", "xml"}}); });
-  EXPECT_TRUE(contains(msg, "tool env option 'tool_format' is 'xml'")) << msg;
+  EXPECT_TRUE(contains(msg, "env_kwargs: 'tool_format' is 'xml', which is not a registered tool format")) << msg;
   EXPECT_TRUE(contains(msg, "known: deepseek_v3, gpt_oss, hermes, llama3_json, mistral, or auto")) << msg;
   // Through the registry, as a dataset row's env_kwargs would give it.
   auto env = make_env("tool", ctx(), json{{"tools", {"adder"}}, {"tool_format", "mistral"}});

@@ -162,11 +162,11 @@ TEST(BenchmarkRecipeTest, ErrorsNameTheKeyAndTheRule) {
   e = err([](json& j) { j["budgets"]["default"]["tasks"]["alfworld"] = json::array({"rollout.n=2"}); });
   EXPECT_TRUE(has(e, "budgets.default.tasks.alfworld must be a map")) << e;
   e = err([](json& j) { j["builtin_model"]["demoz"] = 1; });
-  EXPECT_TRUE(has(e, "builtin_model") && has(e, "unknown built-in model option 'demoz'")) << e;
+  EXPECT_TRUE(has(e, "builtin_model") && has(e, "unknown config key 'builtin_model.demoz'")) << e;
   e = err([](json& j) { j.erase("budgets"); });
   EXPECT_TRUE(has(e, "budgets is missing")) << e;
   e = err([](json& j) { j["tasks"]["hotpotqa"]["builtin_model"] = {{"sft_epochz", 4}}; });
-  EXPECT_TRUE(has(e, "tasks.hotpotqa.builtin_model") && has(e, "unknown built-in model option 'sft_epochz'")) << e;
+  EXPECT_TRUE(has(e, "tasks.hotpotqa.builtin_model") && has(e, "unknown config key 'builtin_model.sft_epochz'")) << e;
   e = err([](json& j) { j["tasks"]["hotpotqa"]["builtin_model"] = 4; });
   EXPECT_TRUE(has(e, "tasks.hotpotqa.builtin_model must be a map")) << e;
   // A model per family: the family's keys replace the shared ones key by key (its tasks

@@ -256,7 +256,7 @@ TEST_F(LoopTest, SampleEnvKwargsOverrideDefaults) {
     AgentEnvLoop("tool").run(bad, ctx2, opts(), 5);
     FAIL() << "expected Error";
   } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.what(), "unknown tool env option 'max_turns'")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "unknown config key 'env_kwargs.max_turns'")) << e.what();
   }
 }
 

@@ -2,7 +2,12 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
@@ -75,137 +80,190 @@ DefaultModelOptions DefaultModelOptions::base_options() const {
 
 namespace {
 
-constexpr const char* kOptionKeys =
-    "dir, vocab_size, digits_per_token, corpus_problems, hidden_size, num_layers, num_heads, num_kv_heads, "
-    "head_dim, intermediate_size, demos, min_level, max_level, seed, restate_expression, use_system_prompt, "
-    "tools_in_prompt, demo_style, demo_contexts, tasks, init_from, sft_epochs, sft_lr, sft_batch_size";
+// A family's entry in the recipe's `tasks` map.
+struct FamilyDemos {
+  static constexpr int64_t kMissing = std::numeric_limits<int64_t>::min();
+  int64_t demos = kMissing;      // the family's SFT demonstrations (required); >= 0
+  json kwargs = json::object();  // its data.task_kwargs over the recipe's
 
-int read_positive_int(const std::string& key, const json& v) {
-  AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 1000000000,
-                "built-in model option '" << key << "' must be a positive integer, got " << v.dump());
-  return static_cast<int>(v.get<int64_t>());
+  template <class V>
+  void visit(V& v) {
+    v.field("demos", demos, "SFT demonstrations of this family (required); >= 0");
+    v.field("kwargs", kwargs, "the family's data.task_kwargs (over use_system_prompt)");
+  }
+  void validate() const {
+    AGENTR1_CHECK(demos == kMissing || demos >= 0, "'demos' must be an integer >= 0, got " << demos);
+    AGENTR1_CHECK(kwargs.is_object(), "'kwargs' must be a map of task options, got " << describe_value(kwargs));
+  }
+};
+
+// The keys of a recipe's builtin_model section (DefaultModelOptions::apply_json), each
+// starting from the options' current value (a key not given keeps it).
+struct BuiltinModelKeys {
+  std::string dir;
+  int vocab_size, digits_per_token, corpus_problems, hidden_size, num_layers, num_heads, num_kv_heads, head_dim,
+      intermediate_size, demos, min_level, max_level, seed;
+  bool restate_expression, use_system_prompt, tools_in_prompt;
+  std::string demo_style;
+  json demo_contexts;
+  std::map<std::string, FamilyDemos> tasks;  // checked here; the options keep the map as given (its order)
+  json init_from;                            // a string, or a map of these keys
+  int sft_epochs;
+  double sft_lr;
+  int sft_batch_size;
+
+  explicit BuiltinModelKeys(const DefaultModelOptions& o)
+      : dir(o.dir), vocab_size(o.vocab_size), digits_per_token(o.digits_per_token),
+        corpus_problems(o.corpus_problems), hidden_size(o.hidden_size), num_layers(o.num_layers),
+        num_heads(o.num_heads), num_kv_heads(o.num_kv_heads), head_dim(o.head_dim),
+        intermediate_size(o.intermediate_size), demos(o.demos), min_level(o.min_level), max_level(o.max_level),
+        seed(o.seed), restate_expression(o.restate_expression), use_system_prompt(o.use_system_prompt),
+        tools_in_prompt(o.tools_in_prompt), demo_style(o.demo_style), demo_contexts(o.demo_contexts),
+        init_from(o.init_from_options.empty() ? json(o.init_from) : o.init_from_options),
+        sft_epochs(o.sft.epochs), sft_lr(o.sft.optim.lr), sft_batch_size(o.sft.batch_size) {}
+
+  template <class V>
+  void visit(V& v) {
+    v.field("dir", dir, "where the model is built / found");
+    v.field("vocab_size", vocab_size, "BPE vocabulary incl. special tokens");
+    v.field("digits_per_token", digits_per_token, "BPE numbers: 1..3 digits per token");
+    v.field("corpus_problems", corpus_problems, "problems rendered into the tokenizer corpus");
+    v.field("hidden_size", hidden_size, "model width");
+    v.field("num_layers", num_layers, "transformer layers");
+    v.field("num_heads", num_heads, "attention heads");
+    v.field("num_kv_heads", num_kv_heads, "key/value heads");
+    v.field("head_dim", head_dim, "attention head size");
+    v.field("intermediate_size", intermediate_size, "MLP width");
+    v.field("demos", demos, "SFT demonstrations of the arithmetic task");
+    v.field("min_level", min_level, "demonstration problems: fewest operations");
+    v.field("max_level", max_level, "demonstration problems: most operations");
+    v.field("seed", seed, "data and init seed; >= 0");
+    v.field("restate_expression", restate_expression, "demos end '<expr> = <v>\\n#### <v>'");
+    v.field("use_system_prompt", use_system_prompt, "prompts start with the task's system prompt");
+    v.field("tools_in_prompt", tools_in_prompt, "the chat template lists the calculator's schema");
+    v.field("demo_style", demo_style, "single (one calculator call) | per_step (one call per operation)");
+    v.field("demo_contexts", demo_contexts, "context policies the demonstrations are replayed under");
+    v.field("tasks", tasks, "several task families: {family: {demos: N, kwargs: {...}}}");
+    v.field("init_from", init_from,
+            "where SFT starts: '' | builtin | a model directory | a map of these keys (a model built first)");
+    v.field("sft_epochs", sft_epochs, "SFT passes over the demonstrations");
+    v.field("sft_lr", sft_lr, "SFT learning rate; > 0");
+    v.field("sft_batch_size", sft_batch_size, "SFT rows per optimiser step");
+  }
+
+  void validate() const {
+    AGENTR1_CHECK(!dir.empty(), "'dir' must be a non-empty path, got \"\"");
+    const std::pair<const char*, int> positive[] = {
+        {"vocab_size", vocab_size}, {"digits_per_token", digits_per_token}, {"corpus_problems", corpus_problems},
+        {"hidden_size", hidden_size}, {"num_layers", num_layers}, {"num_heads", num_heads},
+        {"num_kv_heads", num_kv_heads}, {"head_dim", head_dim}, {"intermediate_size", intermediate_size},
+        {"demos", demos}, {"min_level", min_level}, {"max_level", max_level}, {"sft_epochs", sft_epochs},
+        {"sft_batch_size", sft_batch_size}};
+    for (const auto& [key, value] : positive)
+      AGENTR1_CHECK(value >= 1, "'" << key << "' must be a positive integer, got " << value);
+    AGENTR1_CHECK(digits_per_token <= 3,
+                  "'digits_per_token' must be 1..3 (digits per number token), got " << digits_per_token);
+    AGENTR1_CHECK(seed >= 0, "'seed' must be an integer >= 0, got " << seed);
+    AGENTR1_CHECK(demo_style == "single" || demo_style == "per_step",
+                  "'demo_style' must be \"single\" or \"per_step\", got " << json(demo_style).dump());
+    AGENTR1_CHECK(demo_contexts.is_array(), "'demo_contexts' must be a list of context policies (names or "
+                                            "{\"type\": name, ...}), got " << describe_value(demo_contexts));
+    for (const auto& c : demo_contexts)
+      AGENTR1_CHECK(c.is_string() || (c.is_object() && c.contains("type") && c["type"].is_string()),
+                    "'demo_contexts': each entry must be a context policy name or {\"type\": name, ...options}, got "
+                        << describe_value(c));
+    for (const auto& [family, spec] : tasks)
+      AGENTR1_CHECK(spec.demos != FamilyDemos::kMissing,
+                    "'tasks." << family << ".demos' is required: the number of " << family
+                              << " demonstrations (an integer >= 0)");
+    AGENTR1_CHECK(init_from.is_string() || init_from.is_object(),
+                  "'init_from' must be \"\" (from scratch), \"builtin\" (the default built-in model), a model "
+                  "directory, or a map of built-in model options (a model built first), got "
+                      << describe_value(init_from));
+    AGENTR1_CHECK(sft_lr > 0, "'sft_lr' must be a number > 0, got " << sft_lr);
+  }
+};
+
+// {"a": {"b": value}} for key "a.b": the tree in which bind_into finds `value` at `key`.
+json tree_at(const std::string& key, const json& value) {
+  std::vector<std::string> parts;
+  for (size_t begin = 0;;) {
+    const size_t dot = key.find('.', begin);
+    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    if (dot == std::string::npos) break;
+    begin = dot + 1;
+  }
+  json tree = value;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    json parent = json::object();
+    parent[*it] = std::move(tree);
+    tree = std::move(parent);
+  }
+  return tree;
 }
 
-bool read_flag(const std::string& key, const json& v) {
-  AGENTR1_CHECK(v.is_boolean(), "built-in model option '" << key << "' must be true or false, got " << v.dump());
-  return v.get<bool>();
+// apply_json: the keys are named `key`.<name> in errors (`key`.init_from.<name> in a
+// base model's map).
+void apply_options(DefaultModelOptions& o, const json& kw, const std::string& key) {
+  if (kw.is_null()) return;
+  BuiltinModelKeys k(o);
+  const json initial_init_from = k.init_from;
+  bind_into(k, tree_at(key, kw), key);  // unknown keys, types, then validate()
+  o.dir = k.dir;
+  o.vocab_size = k.vocab_size;
+  o.digits_per_token = k.digits_per_token;
+  o.corpus_problems = k.corpus_problems;
+  o.hidden_size = k.hidden_size;
+  o.num_layers = k.num_layers;
+  o.num_heads = k.num_heads;
+  o.num_kv_heads = k.num_kv_heads;
+  o.head_dim = k.head_dim;
+  o.intermediate_size = k.intermediate_size;
+  o.demos = k.demos;
+  o.min_level = k.min_level;
+  o.max_level = k.max_level;
+  o.seed = k.seed;
+  o.restate_expression = k.restate_expression;
+  o.use_system_prompt = k.use_system_prompt;
+  o.tools_in_prompt = k.tools_in_prompt;
+  o.demo_style = k.demo_style;
+  o.demo_contexts = k.demo_contexts;
+  o.sft.epochs = k.sft_epochs;
+  o.sft.optim.lr = k.sft_lr;
+  o.sft.batch_size = k.sft_batch_size;
+  // The map as written (ordered: demonstrations and recipe.json follow its order); a
+  // micro-batch no larger than a batch only when the batch size is given.
+  if (kw.contains("tasks")) o.tasks = kw.at("tasks");
+  if (kw.contains("sft_batch_size")) o.sft.micro_batch_size = std::min(o.sft.micro_batch_size, o.sft.batch_size);
+  if (k.init_from != initial_init_from) {
+    if (k.init_from.is_object()) {
+      DefaultModelOptions base;
+      apply_options(base, k.init_from, key + ".init_from");
+      AGENTR1_CHECK(k.init_from.contains("dir"),
+                    "'" << key << ".init_from': a map of options needs a 'dir' of its own for the base model (else it "
+                           "would be built in '"
+                        << base.dir << "'); HINT: add init_from.dir");
+      o.init_from_options = k.init_from;
+      o.init_from.clear();
+    } else {
+      o.init_from = k.init_from.get<std::string>();
+      o.init_from_options = json::object();
+    }
+  }
+  with_context(key, [&] {
+    tasks::register_builtin_tasks();
+    tasks::make_task_family("arithmetic", o.task_kwargs());  // levels and demo_style checked there
+    for (auto t = o.tasks.begin(); t != o.tasks.end(); ++t)  // names and options checked by the families
+      with_context("tasks." + t.key(), [&] { return tasks::make_task_family(t.key(), o.family_kwargs(t.key())) != nullptr; });
+    return 0;
+  });
 }
 
 }  // namespace
 
-void DefaultModelOptions::apply_json(const json& kw) {
-  if (kw.is_null()) return;
-  AGENTR1_CHECK(kw.is_object(), "built-in model options must be a map (keys: " << kOptionKeys << "), got "
-                                                                               << kw.dump().substr(0, 80));
-  for (auto it = kw.begin(); it != kw.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "dir") {
-      AGENTR1_CHECK(v.is_string() && !v.get<std::string>().empty(),
-                    "built-in model option 'dir' must be a non-empty path, got " << v.dump());
-      dir = v.get<std::string>();
-    } else if (k == "vocab_size") {
-      vocab_size = read_positive_int(k, v);
-    } else if (k == "digits_per_token") {
-      digits_per_token = read_positive_int(k, v);
-      AGENTR1_CHECK(digits_per_token <= 3, "built-in model option 'digits_per_token' must be 1..3, got " << v.dump());
-    } else if (k == "corpus_problems") {
-      corpus_problems = read_positive_int(k, v);
-    } else if (k == "hidden_size") {
-      hidden_size = read_positive_int(k, v);
-    } else if (k == "num_layers") {
-      num_layers = read_positive_int(k, v);
-    } else if (k == "num_heads") {
-      num_heads = read_positive_int(k, v);
-    } else if (k == "num_kv_heads") {
-      num_kv_heads = read_positive_int(k, v);
-    } else if (k == "head_dim") {
-      head_dim = read_positive_int(k, v);
-    } else if (k == "intermediate_size") {
-      intermediate_size = read_positive_int(k, v);
-    } else if (k == "demos") {
-      demos = read_positive_int(k, v);
-    } else if (k == "min_level") {
-      min_level = read_positive_int(k, v);
-    } else if (k == "max_level") {
-      max_level = read_positive_int(k, v);
-    } else if (k == "seed") {
-      AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0,
-                    "built-in model option 'seed' must be an integer >= 0, got " << v.dump());
-      seed = static_cast<int>(v.get<int64_t>());
-    } else if (k == "restate_expression") {
-      restate_expression = read_flag(k, v);
-    } else if (k == "use_system_prompt") {
-      use_system_prompt = read_flag(k, v);
-    } else if (k == "tools_in_prompt") {
-      tools_in_prompt = read_flag(k, v);
-    } else if (k == "demo_style") {
-      AGENTR1_CHECK(v.is_string() && (v == "single" || v == "per_step"),
-                    "built-in model option 'demo_style' must be \"single\" or \"per_step\", got " << v.dump());
-      demo_style = v.get<std::string>();
-    } else if (k == "demo_contexts") {
-      AGENTR1_CHECK(v.is_array(), "built-in model option 'demo_contexts' must be a list of context policies "
-                                  "(names or {\"type\": name, ...}), got " << v.dump().substr(0, 80));
-      for (const auto& c : v)
-        AGENTR1_CHECK(c.is_string() || (c.is_object() && c.contains("type") && c["type"].is_string()),
-                      "built-in model option 'demo_contexts': each entry must be a context policy name or "
-                      "{\"type\": name, ...options}, got " << c.dump().substr(0, 80));
-      demo_contexts = v;
-    } else if (k == "init_from") {
-      AGENTR1_CHECK(v.is_string() || v.is_object(),
-                    "built-in model option 'init_from' must be \"\" (from scratch), \"builtin\" (the "
-                    "default built-in model), a model directory, or a map of built-in model options (a "
-                    "model built first), got " << v.dump());
-      if (v.is_object()) {
-        DefaultModelOptions base;
-        with_context("built-in model option 'init_from'", [&] { base.apply_json(v); });
-        AGENTR1_CHECK(v.contains("dir"), "built-in model option 'init_from': a map of options needs a 'dir' of "
-                                         "its own for the base model (else it would be built in '" << base.dir
-                                                                                            << "')");
-        init_from_options = v;
-        init_from.clear();
-      } else {
-        init_from = v.get<std::string>();
-        init_from_options = json::object();
-      }
-    } else if (k == "sft_epochs") {
-      sft.epochs = read_positive_int(k, v);
-    } else if (k == "sft_batch_size") {
-      sft.batch_size = read_positive_int(k, v);
-      sft.micro_batch_size = std::min(sft.micro_batch_size, sft.batch_size);
-    } else if (k == "tasks") {
-      AGENTR1_CHECK(v.is_object(), "built-in model option 'tasks' must be a map {family: {demos: N, kwargs: {...}}}, got "
-                                       << v.dump().substr(0, 80));
-      for (auto t = v.begin(); t != v.end(); ++t) {
-        const json& spec = t.value();
-        AGENTR1_CHECK(spec.is_object(), "built-in model option 'tasks." << t.key()
-                                                                       << "' must be a map {demos: N, kwargs: {...}}, got "
-                                                                       << spec.dump().substr(0, 80));
-        for (auto f = spec.begin(); f != spec.end(); ++f)
-          AGENTR1_CHECK(f.key() == "demos" || f.key() == "kwargs",
-                        "unknown built-in model option 'tasks." << t.key() << "." << f.key() << "'; known: demos, kwargs");
-        AGENTR1_CHECK(spec.contains("demos") && spec["demos"].is_number_integer() && spec["demos"].get<int64_t>() >= 0,
-                      "built-in model option 'tasks." << t.key() << ".demos' must be an integer >= 0, got "
-                                                      << spec.value("demos", json()).dump());
-        AGENTR1_CHECK(spec.value("kwargs", json::object()).is_object(),
-                      "built-in model option 'tasks." << t.key() << ".kwargs' must be a map of task options");
-      }
-      tasks = v;
-    } else if (k == "sft_lr") {
-      AGENTR1_CHECK(v.is_number() && v.get<double>() > 0,
-                    "built-in model option 'sft_lr' must be a number > 0, got " << v.dump());
-      sft.optim.lr = v.get<double>();
-    } else {
-      throw Error("unknown built-in model option '" + k + "'; known: " + kOptionKeys);
-    }
-  }
-  with_context("built-in model options", [&] {
-    tasks::register_builtin_tasks();
-    tasks::make_task_family("arithmetic", task_kwargs());  // levels and demo_style checked there
-    for (auto t = tasks.begin(); t != tasks.end(); ++t)  // names and options checked by the families
-      with_context("tasks." + t.key(), [&] { return tasks::make_task_family(t.key(), family_kwargs(t.key())) != nullptr; });
-    return 0;
-  });
+void DefaultModelOptions::apply_json(const json& kw, const std::string& key) {
+  AGENTR1_CHECK(!key.empty(), "DefaultModelOptions::apply_json: the key of the options' map is empty");
+  apply_options(*this, kw, key);
 }
 
 std::string read_chat_template_file(const std::string& path) {

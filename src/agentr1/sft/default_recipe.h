@@ -1,4 +1,4 @@
-// agentr1/train/default_recipe.h — the built-in default model: a byte-level BPE
+// agentr1/sft/default_recipe.h — the built-in default model: a byte-level BPE
 // tokenizer and a small Qwen3-architecture model trained from scratch by SFT on expert
 // demonstrations of the calculator task (no download needed).
 //
@@ -88,13 +88,19 @@ struct DefaultModelOptions {
   // they differ from the defaults (so models built before they existed are still
   // reused); with init_from "builtin", base_recipe holds the base model's recipe.
   json to_json() const;
-  // Overrides from a map (a recipe file's builtin_model: section), keys as in
-  // to_json() (dir, vocab_size, ..., demos, min_level, max_level, seed, demo_style,
-  // demo_contexts, init_from) plus sft_epochs, sft_lr, sft_batch_size for SftOptions (the SFT
-  // budget is epochs x demos / batch_size steps). Throws Error naming the key and the
-  // rule: unknown keys (listing the known ones), wrong types, demo_style other than
-  // single or per_step, demo_contexts not a list of context specs.
-  void apply_json(const json& overrides);
+  // Overrides from a map (a recipe file's builtin_model: section; null = none), keys as
+  // in to_json() (dir, vocab_size, ..., demos, min_level, max_level, seed, demo_style,
+  // demo_contexts, tasks, init_from) plus sft_epochs, sft_lr, sft_batch_size for
+  // SftOptions (the SFT budget is epochs x demos / batch_size steps); a key not given
+  // keeps its value. Bound with core/config.h's bind_into, the keys named <key>.<name>
+  // (an init_from map's <key>.init_from.<name>; `key` is where the caller's map lives,
+  // e.g. "tasks.hotpotqa.builtin_model"): throws Error
+  // for an unknown key (with the nearest and the valid keys), a wrong type, or a broken
+  // rule (named with the value: sizes >= 1, digits_per_token 1..3, seed >= 0,
+  // demo_style single or per_step, demo_contexts a list of context specs, tasks.<f>.demos
+  // given and >= 0, sft_lr > 0, an init_from map with a dir of its own), then for task
+  // options its families reject.
+  void apply_json(const json& overrides, const std::string& key = "builtin_model");
   // The arithmetic family's data.task_kwargs these options describe (levels, prompt
   // format, final-turn style): the demonstrations come from that family.
   json task_kwargs() const;

@@ -3,6 +3,14 @@
 // scores 1) -- with a tokenizer trained by our BPE trainer, as the built-in recipe does.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "agentr1/core/config.h"
+#include "agentr1/core/testing.h"
+
 #include "agentr1/core/thread_pool.h"
 #include "agentr1/flow/agent_flow.h"
 #include "agentr1/model/model_test_util.h"
@@ -127,6 +135,101 @@ TEST(SftTest, DemonstrationsReplayCleanlyThroughToolEnv) {
     const std::string last = demos[0]["actions"].back().get<std::string>();
     EXPECT_EQ(last.find(" = ") != std::string::npos, in_prompt) << last;  // restated expression or not
   }
+}
+
+
+// The shipped recipes' builtin_model sections, bound by apply_json, against the same
+// files read independently (PyYAML, dumped as JSON): the built-in default job's model
+// (benchmark.yaml tasks.arithmetic, runs/_builtin/model) is exactly DefaultModelOptions().
+TEST(DefaultRecipeTest, ShippedRecipesBindToTheValuesInTheirYaml) {
+  const std::string src = AGENTR1_SOURCE_DIR;
+  const std::string out = ::testing::TempDir() + "/agentr1_recipes_" + std::to_string(::getpid()) + ".json";
+  const std::string cmd = std::string(AGENTR1_PYTHON) +
+                          " -c \"import json, sys, yaml; json.dump([yaml.safe_load(open(p)) for p in sys.argv[2:]], "
+                          "open(sys.argv[1], 'w'))\" " +
+                          out + " " + src + "/configs/benchmark.yaml " + src + "/configs/contexts.yaml";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  json files;
+  std::ifstream(out) >> files;
+  const json& bench = files[0];
+  const json& contexts = files[1]["builtin_model"];
+
+  const json& arith = bench["tasks"]["arithmetic"]["builtin_model"];
+  DefaultModelOptions a;
+  a.apply_json(load_yaml_file(src + "/configs/benchmark.yaml")["tasks"]["arithmetic"]["builtin_model"]);
+  EXPECT_EQ(a.to_json(), DefaultModelOptions().to_json()) << "the default job's model is reused as built";
+  EXPECT_EQ(a.dir, arith["dir"].get<std::string>());
+  EXPECT_EQ(a.vocab_size, arith["vocab_size"].get<int>());
+  EXPECT_EQ(a.corpus_problems, arith["corpus_problems"].get<int>());
+  EXPECT_EQ(a.sft.optim.lr, arith["sft_lr"].get<double>());
+  EXPECT_EQ(a.sft.epochs, arith["sft_epochs"].get<int>());
+  EXPECT_EQ(a.sft.batch_size, 16);
+  EXPECT_EQ(a.sft.micro_batch_size, 16);
+
+  DefaultModelOptions c;
+  c.apply_json(load_yaml_file(src + "/configs/contexts.yaml")["builtin_model"]);
+  EXPECT_EQ(c.dir, contexts["dir"].get<std::string>());
+  EXPECT_EQ(c.init_from, contexts["init_from"].get<std::string>());
+  EXPECT_EQ(c.sft.optim.lr, contexts["sft_lr"].get<double>());
+  EXPECT_EQ(c.sft.epochs, contexts["sft_epochs"].get<int>());
+  EXPECT_EQ(c.demo_style, contexts["demo_style"].get<std::string>());
+  EXPECT_EQ(c.min_level, contexts["min_level"].get<int>());
+  EXPECT_EQ(c.max_level, contexts["max_level"].get<int>());
+  EXPECT_EQ(c.demos, contexts["demos"].get<int>());
+  EXPECT_EQ(c.demo_contexts, contexts["demo_contexts"]);
+
+  // A family's model: its tasks map as written, and a base stage (init_from map).
+  const json& hot = bench["tasks"]["hotpotqa"]["builtin_model"];
+  DefaultModelOptions h;
+  h.apply_json(load_yaml_file(src + "/configs/benchmark.yaml")["tasks"]["hotpotqa"]["builtin_model"]);
+  EXPECT_EQ(h.seed, hot["seed"].get<int>());
+  EXPECT_EQ(h.tasks, hot["tasks"]);
+  EXPECT_TRUE(h.init_from.empty());
+  const DefaultModelOptions base = h.base_options();
+  EXPECT_EQ(base.dir, hot["init_from"]["dir"].get<std::string>());
+  EXPECT_EQ(base.vocab_size, hot["init_from"]["vocab_size"].get<int>());
+  EXPECT_EQ(base.sft.optim.lr, hot["init_from"]["sft_lr"].get<double>());
+  EXPECT_EQ(h.to_json().at("base_recipe"), base.to_json());
+}
+
+// apply_json binds through a visit() struct: errors name builtin_model.<key>, the rule
+// and the value; a key not given keeps its value.
+TEST(DefaultRecipeTest, ApplyJsonErrorsNameTheKey) {
+  using agentr1::testing::error_of;
+  DefaultModelOptions o;
+  std::string e = error_of([&] { o.apply_json({{"demoz", 3}}); });
+  EXPECT_NE(e.find("unknown config key 'builtin_model.demoz'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'builtin_model.demos'?"), std::string::npos) << e;
+  EXPECT_NE(e.find("Valid keys under 'builtin_model': dir, vocab_size,"), std::string::npos) << e;
+  e = error_of([&] { o.apply_json({{"init_from", {{"dir", "a"}, {"sft_epochz", 2}}}}); });
+  EXPECT_NE(e.find("unknown config key 'builtin_model.init_from.sft_epochz'"), std::string::npos) << e;
+  e = error_of([&] { o.apply_json({{"vocab_size", "2304"}}); });
+  EXPECT_NE(e.find("builtin_model.vocab_size: expected an integer"), std::string::npos) << e;
+  e = error_of([&] { o.apply_json({{"demos", 0}}); });
+  EXPECT_NE(e.find("builtin_model: 'demos' must be a positive integer, got 0"), std::string::npos) << e;
+  e = error_of([&] { o.apply_json({{"digits_per_token", 4}}); });
+  EXPECT_NE(e.find("'digits_per_token' must be 1..3 (digits per number token), got 4"), std::string::npos) << e;
+  e = error_of([&] { o.apply_json({{"tasks", {{"hotpotqa", {{"kwargs", json::object()}}}}}}); });
+  EXPECT_NE(e.find("'tasks.hotpotqa.demos' is required"), std::string::npos) << e;
+  e = error_of([&] { o.apply_json({{"tasks", {{"hotpotqa", {{"demos", 5}, {"kwarg", 1}}}}}}); });
+  EXPECT_NE(e.find("unknown config key 'builtin_model.tasks.hotpotqa.kwarg'"), std::string::npos) << e;
+  e = error_of([&] { o.apply_json({{"tasks", {{"hotpotqa", {{"demos", -1}}}}}}); });
+  EXPECT_NE(e.find("builtin_model.tasks.hotpotqa: 'demos' must be an integer >= 0, got -1"), std::string::npos) << e;
+  e = error_of([&] { o.apply_json({{"sft_epochz", 2}}, "tasks.hotpotqa.builtin_model"); });
+  EXPECT_NE(e.find("unknown config key 'tasks.hotpotqa.builtin_model.sft_epochz'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'tasks.hotpotqa.builtin_model.sft_epochs'?"), std::string::npos) << e;
+  e = error_of([&] { o.apply_json(json::array()); });
+  EXPECT_NE(e.find("builtin_model: expected a map"), std::string::npos) << e;
+  EXPECT_EQ(o.to_json(), DefaultModelOptions().to_json()) << "nothing was applied";
+
+  // A key not given keeps its value; the micro-batch shrinks with a smaller batch.
+  o.apply_json({{"sft_batch_size", 8}});
+  o.apply_json({{"demos", 64.0}});  // an integer-valued float fills an int (bind_into's rule)
+  EXPECT_EQ(o.sft.batch_size, 8);
+  EXPECT_EQ(o.sft.micro_batch_size, 8);
+  EXPECT_EQ(o.demos, 64);
+  o.apply_json(json());
+  EXPECT_EQ(o.demos, 64);
 }
 
 }  // namespace

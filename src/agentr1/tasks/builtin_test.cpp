@@ -32,7 +32,23 @@ TEST(Builtin, RegistersCalculatorAndRewardsOnceFromManyThreads) {
 
   auto small = env::make_tool("calculator", {{"max_length", 5}});
   EXPECT_EQ(small->execute({{"expression", "1 + 2 + 3"}}).info["error_kind"], "too_long");
-  EXPECT_THROW(env::make_tool("calculator", {{"max_lenght", 5}}), Error);
+  // Options are bound by name (core/config.h): a typo names the key and the nearest one,
+  // a bad value the rule, both at creation (not when the model first calls the tool).
+  auto calc_error = [](const json& kw) {
+    try {
+      env::make_tool("calculator", kw);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  std::string e = calc_error({{"max_lenght", 5}});
+  EXPECT_NE(e.find("unknown config key 'env_kwargs.tool_kwargs.calculator.max_lenght'"), std::string::npos) << e;
+  EXPECT_NE(e.find("'env_kwargs.tool_kwargs.calculator.max_length'"), std::string::npos) << e;
+  e = calc_error({{"significant_digits", 30}});
+  EXPECT_NE(e.find("significant_digits must be in 1..18, got 30"), std::string::npos) << e;
+  e = calc_error({{"max_depth", "deep"}});
+  EXPECT_NE(e.find("env_kwargs.tool_kwargs.calculator.max_depth"), std::string::npos) << e;
 
   for (const char* n : {"arith_calc", "gsm8k", "openai/gsm8k"}) {
     ASSERT_TRUE(has_reward_fn(n)) << n;
@@ -46,7 +62,7 @@ TEST(Builtin, RegistersCalculatorAndRewardsOnceFromManyThreads) {
     make_reward_fn("gsm8k", {{"methd", "flexible"}});
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("reward function 'gsm8k': unknown gsm8k reward option 'methd'"),
+    EXPECT_NE(std::string(e.what()).find("reward function 'gsm8k': invalid config: unknown config key 'reward_kwargs.methd'"),
               std::string::npos)
         << e.what();
   }

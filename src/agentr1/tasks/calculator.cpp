@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 
 namespace agentr1::tasks {
@@ -393,14 +394,23 @@ CalcResult failure(const std::string& kind, const std::string& msg) {
 
 }  // namespace
 
+void CalcOptions::validate() const {
+  AGENTR1_CHECK(max_length > 0, "calculator max_length must be >= 1, got 0");
+  AGENTR1_CHECK(max_depth >= 1, "calculator max_depth must be >= 1, got " << max_depth);
+  AGENTR1_CHECK(significant_digits >= 1 && significant_digits <= 18,
+                "calculator significant_digits must be in 1..18, got " << significant_digits);
+  AGENTR1_CHECK(max_abs > 0 && max_abs <= 1e18,
+                "calculator max_abs must be in (0, 1e18] (exact values are 64-bit), got " << max_abs);
+}
+
+CalcOptions CalcOptions::from_json(const json& kwargs) {
+  return bind_config<CalcOptions>(
+      json{{"env_kwargs", {{"tool_kwargs", {{"calculator", kwargs.is_null() ? json::object() : kwargs}}}}}},
+      "env_kwargs.tool_kwargs.calculator");
+}
+
 CalcResult evaluate_expression(const std::string& expr, const CalcOptions& opts) {
-  AGENTR1_CHECK(opts.max_length > 0, "CalcOptions.max_length must be >= 1, got 0");
-  AGENTR1_CHECK(opts.max_depth >= 1, "CalcOptions.max_depth must be >= 1, got " << opts.max_depth);
-  AGENTR1_CHECK(opts.significant_digits >= 1 && opts.significant_digits <= 18,
-                "CalcOptions.significant_digits must be in 1..18, got " << opts.significant_digits);
-  AGENTR1_CHECK(opts.max_abs > 0 && opts.max_abs <= 1e18,
-                "CalcOptions.max_abs must be in (0, 1e18] (exact values are 64-bit), got "
-                    << opts.max_abs);
+  opts.validate();
 
   size_t n_chars = char_count(expr);
   if (n_chars > opts.max_length) {

@@ -35,6 +35,21 @@ struct CalcOptions {
   int max_depth = 32;             // deepest nesting of parentheses / unary signs
   int significant_digits = 10;    // digits shown for non-integer results
   double max_abs = 1e15;          // largest magnitude of any number or intermediate value
+
+  // The calculator tool's kwargs (env_kwargs.tool_kwargs.calculator), bound by
+  // bind_config (core/config.h).
+  template <class V>
+  void visit(V& v) {
+    v.field("max_length", max_length, "longest expression accepted, in characters");
+    v.field("max_depth", max_depth, "deepest nesting of parentheses / unary signs");
+    v.field("significant_digits", significant_digits, "digits shown for non-integer results (1..18)");
+    v.field("max_abs", max_abs, "largest magnitude of any number or intermediate value (0, 1e18]");
+  }
+  // Throws Error naming the field, the rule and the value.
+  void validate() const;
+  // kwargs (null = defaults) bound and validated; errors name
+  // env_kwargs.tool_kwargs.calculator.<key>.
+  static CalcOptions from_json(const json& kwargs);
 };
 
 struct CalcResult {

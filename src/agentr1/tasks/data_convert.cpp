@@ -5,6 +5,7 @@
 #include <fstream>
 #include <streambuf>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/tasks/dataset.h"
 #include "agentr1/tasks/hotpotqa/hotpotqa_data.h"
@@ -17,7 +18,6 @@ namespace agentr1::tasks {
 namespace {
 
 constexpr const char* kFormats = "gsm8k, hotpotqa, webshop";
-constexpr const char* kGsm8kKeys = "use_calculator, instruction, data_source, use_system_prompt";
 
 bool is_blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
@@ -138,22 +138,7 @@ json format_kwargs(const ConvertOptions& opts, const std::vector<std::string>& i
 }
 
 Gsm8kConvertOptions gsm8k_options(const ConvertOptions& opts) {
-  Gsm8kConvertOptions g;
-  const json kw = format_kwargs(opts, {});
-  for (auto it = kw.begin(); it != kw.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "use_calculator" || k == "use_system_prompt") {
-      AGENTR1_CHECK(v.is_boolean(), "gsm8k option '" << k << "' must be true or false, got " << v.dump());
-      (k == "use_calculator" ? g.use_calculator : g.use_system_prompt) = v.get<bool>();
-    } else if (k == "instruction" || k == "data_source") {
-      AGENTR1_CHECK(v.is_string(), "gsm8k option '" << k << "' must be a string, got " << v.dump());
-      (k == "instruction" ? g.instruction : g.data_source) = v.get<std::string>();
-    } else {
-      throw Error("unknown gsm8k option '" + k + "'; known: " + kGsm8kKeys);
-    }
-  }
-  return g;
+  return bind_config<Gsm8kConvertOptions>(json{{"gsm8k", format_kwargs(opts, {})}}, "gsm8k");
 }
 
 HotpotFamilyOptions hotpot_options(const ConvertOptions& opts) {

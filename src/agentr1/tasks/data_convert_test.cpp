@@ -78,8 +78,9 @@ TEST(DataConvert, Gsm8kOptions) {
             R"({"prompt":[{"role":"user","content":"Q? Think."}],"agent_name":"","reward_model":{"style":"rule","ground_truth":"-3"},)"
             R"("env_kwargs":{},"data_source":"gsm8k","extra_info":{"split":"train","index":0,"answer":"x\n#### -3","question":"Q?"}})");
   o.kwargs = {{"use_calculater", false}};
-  EXPECT_TRUE(contains(error_of([&] { convert_lines(input, o, nullptr, false); }),
-                       "unknown gsm8k option 'use_calculater'; known: use_calculator"));
+  const std::string typo = error_of([&] { convert_lines(input, o, nullptr, false); });
+  EXPECT_TRUE(contains(typo, "unknown config key 'gsm8k.use_calculater'")) << typo;
+  EXPECT_TRUE(contains(typo, "did you mean 'gsm8k.use_calculator'?")) << typo;
   o.kwargs = json::object();
   o.system_prompt = "S";  // with use_system_prompt false
   EXPECT_TRUE(contains(error_of([&] { convert_lines(input, o, nullptr, false); }), "system prompt off"));
@@ -293,7 +294,7 @@ TEST(DataConvert, HotpotFileErrors) {
   EXPECT_TRUE(contains(b, "not valid JSON")) << b;
   // an unknown option names the known ones; the input file is not an option
   o.kwargs = {{"topk", 3}};
-  EXPECT_TRUE(contains(error_of([&] { convert_lines(kHotpotArray, o, nullptr, true); }), "unknown hotpotqa task option 'topk'"));
+  EXPECT_TRUE(contains(error_of([&] { convert_lines(kHotpotArray, o, nullptr, true); }), "unknown config key 'data.task_kwargs.topk'"));
   o.kwargs = {{"train_file", "x.json"}};
   EXPECT_TRUE(contains(error_of([&] { convert_lines(kHotpotArray, o, nullptr, true); }), "is the input file itself"));
   // corpus=global: the corpus is the input file, which must be the array form

@@ -25,6 +25,15 @@ struct Gsm8kConvertOptions {
                                     // verl uses "Let's think step by step and output the
                                     // final answer after \"####\"."
   std::string data_source = "openai/gsm8k";  // verl's name; selects the reward function
+
+  // The keys `agentr1 data convert gsm8k` takes (system_prompt comes from its own flag).
+  template <class V>
+  void visit(V& v) {
+    v.field("use_calculator", use_calculator, "agent_name tool + the calculator tool");
+    v.field("instruction", instruction, "appended to the question after a space");
+    v.field("data_source", data_source, "the samples' data_source (selects the reward function)");
+    v.field("use_system_prompt", use_system_prompt, "prepend the system prompt");
+  }
 };
 
 // The text after the last "####" with commas, '$' and surrounding spaces removed.

@@ -1,9 +1,10 @@
 #include "agentr1/tasks/reward.h"
 
-#include <map>
-#include <mutex>
+#include <memory>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
+#include "agentr1/core/registry.h"
 
 namespace agentr1::tasks {
 namespace {
@@ -45,15 +46,9 @@ bool has_digit(const std::string& s) {
   return false;
 }
 
-struct RewardRegistry {
-  std::mutex mu;
-  std::map<std::string, RewardFnFactory> factories;
-};
-
-RewardRegistry& registry() {
-  static RewardRegistry r;
-  return r;
-}
+// Reward functions are std::function values; the registry holds them behind a pointer.
+using RewardRegistry = Registry<RewardFn, const json&>;
+constexpr const char* kWhat = "reward function";
 
 }  // namespace
 
@@ -144,29 +139,32 @@ std::string normalize_ground_truth(const json& gt) {
   return *norm;
 }
 
-Gsm8kScoreOptions Gsm8kScoreOptions::from_json(const json& kw) {
+Gsm8kScoreKwargs::Gsm8kScoreKwargs(const Gsm8kScoreOptions& o)
+    : method(o.method == AnswerMethod::kFlexible ? "flexible" : "strict"),
+      score(o.score),
+      format_score(o.format_score),
+      clip_chars(static_cast<int64_t>(o.clip_chars)) {}
+
+void Gsm8kScoreKwargs::validate() const {
+  with_context("'method'", [&] { return parse_answer_method(method); });
+  AGENTR1_CHECK(clip_chars >= 0, "'clip_chars' must be >= 0 (0 = search the whole response), got " << clip_chars);
+}
+
+Gsm8kScoreOptions Gsm8kScoreKwargs::options() const {
   Gsm8kScoreOptions o;
-  if (kw.is_null()) return o;
-  AGENTR1_CHECK(kw.is_object(), "gsm8k reward kwargs must be an object, got " << kw.type_name());
-  for (auto it = kw.begin(); it != kw.end(); ++it) {
-    const std::string& k = it.key();
-    const json& v = it.value();
-    if (k == "method") {
-      AGENTR1_CHECK(v.is_string(), "gsm8k reward 'method' must be \"strict\" or \"flexible\", got " << v.dump());
-      o.method = parse_answer_method(v.get<std::string>());
-    } else if (k == "score" || k == "format_score") {
-      AGENTR1_CHECK(v.is_number(), "gsm8k reward '" << k << "' must be a number, got " << v.dump());
-      (k == "score" ? o.score : o.format_score) = v.get<float>();
-    } else if (k == "clip_chars") {
-      AGENTR1_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0,
-                    "gsm8k reward 'clip_chars' must be an integer >= 0 (0 = no clip), got " << v.dump());
-      o.clip_chars = static_cast<size_t>(v.get<int64_t>());
-    } else {
-      throw Error("unknown gsm8k reward option '" + k +
-                  "'; known: method, score, format_score, clip_chars");
-    }
-  }
+  o.method = parse_answer_method(method);
+  o.score = score;
+  o.format_score = format_score;
+  o.clip_chars = static_cast<size_t>(clip_chars);
   return o;
+}
+
+Gsm8kScoreOptions Gsm8kScoreOptions::from_json(const json& kwargs) {
+  json tree = json::object();
+  tree["reward_kwargs"] = kwargs;
+  Gsm8kScoreKwargs k;
+  bind_into(k, tree, "reward_kwargs");  // unknown keys, types, then validate()
+  return k.options();
 }
 
 float gsm8k_score(const std::string& response, const json& ground_truth, const Gsm8kScoreOptions& opts) {
@@ -178,44 +176,21 @@ float gsm8k_score(const std::string& response, const json& ground_truth, const G
 }
 
 void register_reward_fn(const std::string& name, RewardFnFactory factory) {
-  AGENTR1_CHECK(!name.empty(), "cannot register a reward function with an empty name");
   AGENTR1_CHECK(factory, "reward function '" << name << "' registered with an empty factory");
-  RewardRegistry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  AGENTR1_CHECK(r.factories.count(name) == 0, "reward function '" << name << "' is registered twice");
-  r.factories[name] = std::move(factory);
+  RewardRegistry::instance().add(
+      name,
+      [name, factory = std::move(factory)](const json& kwargs) {
+        return std::make_unique<RewardFn>(with_context("reward function '" + name + "'", [&] { return factory(kwargs); }));
+      },
+      kWhat);
 }
 
 RewardFn make_reward_fn(const std::string& name, const json& kwargs) {
-  RewardFnFactory f;
-  {
-    RewardRegistry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.factories.find(name);
-    if (it == r.factories.end()) {
-      std::string known;
-      for (const auto& kv : r.factories) known += (known.empty() ? "" : ", ") + kv.first;
-      throw Error("unknown reward function '" + name + "'; known: " +
-                  (known.empty() ? "(none registered; call agentr1::tasks::register_builtin_tasks())"
-                                 : known));
-    }
-    f = it->second;
-  }
-  return with_context("reward function '" + name + "'", [&] { return f(kwargs); });
+  return *RewardRegistry::instance().create(name, kwargs, kWhat);
 }
 
-bool has_reward_fn(const std::string& name) {
-  RewardRegistry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  return r.factories.count(name) != 0;
-}
+bool has_reward_fn(const std::string& name) { return RewardRegistry::instance().contains(name); }
 
-std::vector<std::string> reward_fn_names() {
-  RewardRegistry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  std::vector<std::string> out;
-  for (const auto& kv : r.factories) out.push_back(kv.first);
-  return out;
-}
+std::vector<std::string> reward_fn_names() { return RewardRegistry::instance().names(); }
 
 }  // namespace agentr1::tasks

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -60,9 +61,32 @@ struct Gsm8kScoreOptions {
   float format_score = 0.0f;    // reward when an answer was found but is wrong
   size_t clip_chars = 300;      // search only the last N bytes (verl: 300); 0 = all
 
-  // Reads {"method": "strict"|"flexible", "score": f, "format_score": f, "clip_chars": n};
-  // an unknown key or a wrong type throws Error listing the known keys.
+  // Reads {"method": "strict"|"flexible", "score": f, "format_score": f, "clip_chars": n}
+  // (null = defaults) through Gsm8kScoreKwargs and bind_into, the keys named
+  // reward_kwargs.<key>: an unknown key fails with the nearest and the valid keys, a
+  // wrong type or range with the key, the rule and the value.
   static Gsm8kScoreOptions from_json(const json& kwargs);
+};
+
+// Gsm8kScoreOptions as reward kwargs spell them (the method by name, strings at the
+// edge). Its values, defaults included, are those of the options it is made from.
+struct Gsm8kScoreKwargs {
+  std::string method;   // "strict" | "flexible"
+  float score;          // Gsm8kScoreOptions::score
+  float format_score;   // Gsm8kScoreOptions::format_score
+  int64_t clip_chars;   // Gsm8kScoreOptions::clip_chars; >= 0
+
+  explicit Gsm8kScoreKwargs(const Gsm8kScoreOptions& o = {});
+  template <class V>
+  void visit(V& v) {
+    v.field("method", method, "answer extraction: strict (the last '#### <n>') | flexible (the last number)");
+    v.field("score", score, "reward for a correct answer");
+    v.field("format_score", format_score, "reward when an answer was found but is wrong");
+    v.field("clip_chars", clip_chars, "search only the last N bytes of the response; 0 = all");
+  }
+  // Throws Error naming the key, the rule and the value.
+  void validate() const;
+  Gsm8kScoreOptions options() const;
 };
 
 // 0 when no answer is found, opts.score when it equals the ground truth as a number,
@@ -78,10 +102,12 @@ using RewardFn =
 // Builds a RewardFn from per-run kwargs (e.g. {"method": "flexible"}).
 using RewardFnFactory = std::function<RewardFn(const json& kwargs)>;
 
-// Throws Error when `name` is empty or already registered. Thread-safe.
+// A core/registry.h Registry (what: "reward function"). Throws Error when `name` is
+// empty or already registered, or the factory is empty. Thread-safe.
 void register_reward_fn(const std::string& name, RewardFnFactory factory);
 // Throws Error listing the known names when `name` is unknown (names are data_source
-// values such as "arith_calc", "gsm8k", "openai/gsm8k"; see register_builtin_tasks()).
+// values such as "arith_calc", "gsm8k", "openai/gsm8k"; see register_builtin_tasks()),
+// and the factory's errors prefixed "reward function '<name>'".
 RewardFn make_reward_fn(const std::string& name, const json& kwargs = json::object());
 bool has_reward_fn(const std::string& name);
 std::vector<std::string> reward_fn_names();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -9,9 +10,12 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/rng.h"
+#include "agentr1/core/testing.h"
 
 namespace agentr1::tasks {
 namespace {
+
+using agentr1::testing::error_of;
 
 std::string strict(const std::string& s) {
   auto a = extract_answer(s, AnswerMethod::kStrict);
@@ -118,14 +122,39 @@ TEST(Reward, OptionsFromJson) {
   EXPECT_FLOAT_EQ(o.format_score, 0.2f);
   EXPECT_FLOAT_EQ(o.score, 2.0f);
   EXPECT_EQ(o.clip_chars, 0u);
-  try {
-    Gsm8kScoreOptions::from_json({{"mthod", "strict"}});
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("known: method, score, format_score, clip_chars"), std::string::npos);
-  }
-  EXPECT_THROW(Gsm8kScoreOptions::from_json({{"method", "lenient"}}), Error);
+  // Defaults are Gsm8kScoreOptions'; null is the defaults; integer-valued floats fill
+  // clip_chars (bind_into's rule).
+  const Gsm8kScoreOptions d = Gsm8kScoreOptions::from_json(json());
+  EXPECT_EQ(d.method, AnswerMethod::kStrict);
+  EXPECT_FLOAT_EQ(d.score, 1.0f);
+  EXPECT_FLOAT_EQ(d.format_score, 0.0f);
+  EXPECT_EQ(d.clip_chars, 300u);
+  EXPECT_EQ(Gsm8kScoreOptions::from_json({{"clip_chars", 100.0}}).clip_chars, 100u);
+  // Errors come from core/config.h's bind_into, the keys named reward_kwargs.<key>.
+  std::string e = error_of([] { Gsm8kScoreOptions::from_json({{"mthod", "strict"}}); });
+  EXPECT_NE(e.find("unknown config key 'reward_kwargs.mthod'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'reward_kwargs.method'?"), std::string::npos) << e;
+  EXPECT_NE(e.find("Valid keys under 'reward_kwargs': method, score, format_score, clip_chars."), std::string::npos)
+      << e;
+  e = error_of([] { Gsm8kScoreOptions::from_json({{"method", "lenient"}}); });
+  EXPECT_NE(e.find("reward_kwargs: 'method': unknown answer extraction method 'lenient'; known: strict, flexible"),
+            std::string::npos)
+      << e;
+  e = error_of([] { Gsm8kScoreOptions::from_json({{"score", "1"}}); });
+  EXPECT_NE(e.find("reward_kwargs.score: expected a number, got \"1\""), std::string::npos) << e;
+  e = error_of([] { Gsm8kScoreOptions::from_json({{"clip_chars", -1}}); });
+  EXPECT_NE(e.find("reward_kwargs: 'clip_chars' must be >= 0 (0 = search the whole response), got -1"),
+            std::string::npos)
+      << e;
+  e = error_of([] { Gsm8kScoreOptions::from_json({{"method", 1}}); });
+  EXPECT_NE(e.find("reward_kwargs.method: expected a string, got 1"), std::string::npos) << e;
   EXPECT_THROW(parse_answer_method("exact"), Error);
+  // The kwargs struct round-trips the options.
+  Gsm8kScoreOptions f;
+  f.method = AnswerMethod::kFlexible;
+  f.clip_chars = 7;
+  EXPECT_EQ(Gsm8kScoreKwargs(f).options().method, AnswerMethod::kFlexible);
+  EXPECT_EQ(Gsm8kScoreKwargs(f).options().clip_chars, 7u);
 }
 
 TEST(Reward, Registry) {
@@ -141,9 +170,21 @@ TEST(Reward, Registry) {
     FAIL() << "expected Error";
   } catch (const Error& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("unknown reward function 'no_such_reward'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("unknown reward function 'no_such_reward'; known: "), std::string::npos) << msg;
     EXPECT_NE(msg.find("test_always_half"), std::string::npos) << msg;
   }
+  EXPECT_THROW(register_reward_fn("", [](const json&) -> RewardFn { return nullptr; }), Error);
+  EXPECT_THROW(register_reward_fn("test_empty_factory", RewardFnFactory()), Error);
+  EXPECT_FALSE(has_reward_fn("test_empty_factory"));
+  const std::vector<std::string> names = reward_fn_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "test_always_half"), names.end());
+  // A factory's errors name the function.
+  register_reward_fn("test_no_options", [](const json& kw) -> RewardFn {
+    AGENTR1_CHECK(kw.empty(), "takes no options");
+    return [](const std::string&, const json&, const json&) { return 1.0f; };
+  });
+  EXPECT_NE(error_of([] { make_reward_fn("test_no_options", {{"x", 1}}); }).find("reward function 'test_no_options': takes no options"),
+            std::string::npos);
 }
 
 // verl's extract_solution re-implemented in Python from its published description
