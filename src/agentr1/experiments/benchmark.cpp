@@ -9,6 +9,7 @@
 
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
+#include "agentr1/core/strings.h"
 #include "agentr1/core/log.h"
 #include "agentr1/core/thread_pool.h"
 #include "agentr1/env/text_game.h"
@@ -35,26 +36,13 @@ namespace {
 // test split data.seed + 1000003; see prompt_source.h).
 constexpr int64_t kSeenSeedOffset = 2000003;
 
-std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
-  std::string out;
-  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
-  return out;
-}
 
-std::string fmt(double x, int prec = 3) {
-  if (std::isnan(x)) return "-";
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(prec) << x;
-  return o.str();
-}
 
-// "0.578 ± 0.044": a success rate and its standard error.
-std::string with_stderr(double p, int64_t n) { return fmt(p) + " ± " + fmt(success_stderr(p, n)); }
 
 void check_keys(const json& j, const std::vector<std::string>& known, const std::string& what) {
   for (auto it = j.begin(); it != j.end(); ++it)
     AGENTR1_CHECK(std::find(known.begin(), known.end(), it.key()) != known.end(),
-                  what << ": unknown key '" << it.key() << "'; known: " << join(known));
+                  what << ": unknown key '" << it.key() << "'; known: " << join(known, ", "));
 }
 
 // A map, or {} for a missing / null value.
@@ -74,7 +62,7 @@ bool bool_at(const json& parent, const std::string& key, const std::string& what
 void check_family(const std::string& name, const std::string& what) {
   tasks::register_builtin_tasks();
   AGENTR1_CHECK(tasks::has_task_family(name), what << ": unknown task family '" << name
-                                                   << "'; known: " << join(tasks::task_family_names()));
+                                                   << "'; known: " << join(tasks::task_family_names(), ", "));
 }
 
 // A non-empty list of names (strings) without repeats.
@@ -309,29 +297,29 @@ std::vector<SummaryRow> summary_rows(const FamilyResult& f) {
   std::vector<SummaryRow> rows;
   const CompareResult& c = f.comparison;
   SummaryRow main{f.seen_eval ? f.family + " (unseen)" : f.family, {}, {}};
-  main.cells.push_back(with_stderr(c.baseline.greedy_success, c.baseline.num_prompts));
+  main.cells.push_back(format_rate(c.baseline.greedy_success, c.baseline.num_prompts));
   main.values.push_back(c.baseline.greedy_success);
   for (const auto& m : c.methods) {
-    main.cells.push_back(with_stderr(m.final_eval.greedy_success, m.final_eval.num_prompts));
+    main.cells.push_back(format_rate(m.final_eval.greedy_success, m.final_eval.num_prompts));
     main.values.push_back(m.final_eval.greedy_success);
   }
   rows.push_back(main);
   if (f.seen_eval && f.baseline_seen) {
     SummaryRow seen{f.family + " (seen)", {}, {}};
-    seen.cells.push_back(with_stderr(f.baseline_seen->greedy_success, f.baseline_seen->num_prompts));
+    seen.cells.push_back(format_rate(f.baseline_seen->greedy_success, f.baseline_seen->num_prompts));
     seen.values.push_back(f.baseline_seen->greedy_success);
     for (const auto& s : f.seen) {
-      seen.cells.push_back(with_stderr(s.greedy_success, s.num_prompts));
+      seen.cells.push_back(format_rate(s.greedy_success, s.num_prompts));
       seen.values.push_back(s.greedy_success);
     }
     rows.push_back(seen);
   }
   if (f.report_score) {
     SummaryRow score{f.family + " (score)", {}, {}};
-    score.cells.push_back(fmt(100.0 * c.baseline.greedy_reward, 1));
+    score.cells.push_back(format_fixed(100.0 * c.baseline.greedy_reward, 1));
     score.values.push_back(100.0 * c.baseline.greedy_reward);
     for (const auto& m : c.methods) {
-      score.cells.push_back(fmt(100.0 * m.final_eval.greedy_reward, 1));
+      score.cells.push_back(format_fixed(100.0 * m.final_eval.greedy_reward, 1));
       score.values.push_back(100.0 * m.final_eval.greedy_reward);
     }
     rows.push_back(score);
@@ -358,7 +346,7 @@ void write_outputs(const BenchmarkResult& r) {
 
 BenchmarkRecipe parse_benchmark_recipe(const json& recipe, const MethodTable& methods) {
   const std::vector<std::string> keys = {"builtin_model", "default_methods", "default_tasks", "tasks", "budgets"};
-  AGENTR1_CHECK(recipe.is_object(), "benchmark recipe must be a map with keys " << join(keys) << ", got "
+  AGENTR1_CHECK(recipe.is_object(), "benchmark recipe must be a map with keys " << join(keys, ", ") << ", got "
                                                                                 << describe_value(recipe));
   check_keys(recipe, keys, "benchmark recipe");
   BenchmarkRecipe r;
@@ -412,13 +400,13 @@ json family_layer(const BenchmarkRecipe& recipe, const std::string& budget, cons
   if (b == recipe.budgets.end()) {
     std::vector<std::string> known;
     for (const auto& kv : recipe.budgets) known.push_back(kv.first);
-    throw Error("benchmark: unknown budget '" + budget + "'; known: " + join(known));
+    throw Error("benchmark: unknown budget '" + budget + "'; known: " + join(known, ", "));
   }
   const auto t = recipe.tasks.find(family);
   if (t == recipe.tasks.end()) {
     std::vector<std::string> known;
     for (const auto& kv : recipe.tasks) known.push_back(kv.first);
-    throw Error("benchmark: unknown task '" + family + "'; known (tasks of the benchmark recipe): " + join(known));
+    throw Error("benchmark: unknown task '" + family + "'; known (tasks of the benchmark recipe): " + join(known, ", "));
   }
   json layer = json::object();
   merge_json(layer, b->second.config);
@@ -568,16 +556,16 @@ std::string format_family(const FamilyResult& f) {
   if (f.report_score) o << "---|";
   o << "---|---|---|---|---|\n";
   auto row = [&](const std::string& name, const EvalResult& e, const EvalResult* seen, const std::string& wall) {
-    o << "| " << name << " | " << with_stderr(e.greedy_success, e.num_prompts);
-    if (f.seen_eval) o << " | " << (seen != nullptr ? with_stderr(seen->greedy_success, seen->num_prompts) : "-");
-    if (f.report_score) o << " | " << fmt(100.0 * e.greedy_reward, 1);
-    o << " | " << fmt(e.greedy_reward) << " | " << fmt(e.mean_response_length, 1) << " | " << fmt(e.mean_turns, 2)
-      << " | " << fmt(f.game ? e.mean_turns : e.mean_tool_calls, 2) << " | " << wall << " |\n";
+    o << "| " << name << " | " << format_rate(e.greedy_success, e.num_prompts);
+    if (f.seen_eval) o << " | " << (seen != nullptr ? format_rate(seen->greedy_success, seen->num_prompts) : "-");
+    if (f.report_score) o << " | " << format_fixed(100.0 * e.greedy_reward, 1);
+    o << " | " << format_fixed(e.greedy_reward) << " | " << format_fixed(e.mean_response_length, 1) << " | " << format_fixed(e.mean_turns, 2)
+      << " | " << format_fixed(f.game ? e.mean_turns : e.mean_tool_calls, 2) << " | " << wall << " |\n";
   };
   row("training-free baseline", c.baseline, f.baseline_seen ? &*f.baseline_seen : nullptr, "-");
   for (size_t i = 0; i < c.methods.size(); ++i) {
     const MethodResult& m = c.methods[i];
-    row(m.method, m.final_eval, i < f.seen.size() ? &f.seen[i] : nullptr, fmt(m.wall_s, 0));
+    row(m.method, m.final_eval, i < f.seen.size() ? &f.seen[i] : nullptr, format_fixed(m.wall_s, 0));
   }
   o << "\n" << c.baseline.num_prompts << " held-out prompts (test split";
   if (f.seen_eval) {
@@ -589,7 +577,7 @@ std::string format_family(const FamilyResult& f) {
   o << "; success = greedy success rate ± its standard error";
   if (f.report_score) o << "; score = 100 x mean reward";
   o << "; tokens, turns and " << (f.game ? "actions (one per turn)" : "tool calls") << " per greedy episode";
-  if (c.baseline_spread > 0) o << "; the runs' step-0 validations differed by up to " << fmt(c.baseline_spread);
+  if (c.baseline_spread > 0) o << "; the runs' step-0 validations differed by up to " << format_fixed(c.baseline_spread);
   o << ".\n";
   return o.str();
 }

@@ -66,12 +66,6 @@ std::vector<std::string> parse_default_names(const json& d, const MethodTable& t
   return out;
 }
 
-std::string fmt(double x, int prec = 3) {
-  if (std::isnan(x)) return "-";
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(prec) << x;
-  return o.str();
-}
 
 }  // namespace
 
@@ -169,6 +163,15 @@ double success_stderr(double p, int64_t n) {
   const double q = std::clamp(p, 0.0, 1.0);
   return std::sqrt(q * (1 - q) / static_cast<double>(n));
 }
+
+std::string format_fixed(double x, int prec) {
+  if (std::isnan(x)) return "-";
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(prec) << x;
+  return o.str();
+}
+
+std::string format_rate(double p, int64_t n) { return format_fixed(p) + " ± " + format_fixed(success_stderr(p, n)); }
 
 std::vector<std::string> known_methods(const MethodTable& table) {
   std::vector<std::string> out;
@@ -279,9 +282,6 @@ CompareResult run_comparison(const json& base_tree, const CompareOptions& opts) 
 
 namespace {
 
-// "0.578 ± 0.044": a success rate and its standard error.
-std::string with_stderr(double p, int64_t n) { return fmt(p) + " ± " + fmt(success_stderr(p, n)); }
-
 double run_mean(const MethodResult& m, const std::string& key) {
   auto it = m.run_means.find(key);
   return it == m.run_means.end() ? NAN : it->second;
@@ -294,17 +294,17 @@ std::string format_methods(const CompareResult& r) {
   o << "| method | greedy acc ± s.e. | gain | mean@" << k << " | val reward | train reward (last 5) | response tokens | "
     << "turns | tool calls | wall s |\n";
   o << "|---|---|---|---|---|---|---|---|---|---|\n";
-  o << "| training-free baseline | " << with_stderr(b.greedy_success, b.num_prompts) << " | - | "
-    << (b.k > 0 ? fmt(b.mean_at_k) : "-") << " | " << fmt(b.greedy_reward) << " | - | "
-    << fmt(b.mean_response_length, 1) << " | " << fmt(b.mean_turns, 2) << " | " << fmt(b.mean_tool_calls, 2)
+  o << "| training-free baseline | " << format_rate(b.greedy_success, b.num_prompts) << " | - | "
+    << (b.k > 0 ? format_fixed(b.mean_at_k) : "-") << " | " << format_fixed(b.greedy_reward) << " | - | "
+    << format_fixed(b.mean_response_length, 1) << " | " << format_fixed(b.mean_turns, 2) << " | " << format_fixed(b.mean_tool_calls, 2)
     << " | - |\n";
   for (const auto& m : r.methods) {
     const auto& f = m.final_eval;
     const double gain = f.greedy_success - b.greedy_success;
-    o << "| " << m.method << " | " << with_stderr(f.greedy_success, f.num_prompts) << " | " << (gain >= 0 ? "+" : "")
-      << fmt(gain) << " | " << (f.k > 0 ? fmt(f.mean_at_k) : "-") << " | " << fmt(f.greedy_reward) << " | "
-      << fmt(m.train_reward_last) << " | " << fmt(f.mean_response_length, 1) << " | " << fmt(f.mean_turns, 2)
-      << " | " << fmt(f.mean_tool_calls, 2) << " | " << fmt(m.wall_s, 0) << " |\n";
+    o << "| " << m.method << " | " << format_rate(f.greedy_success, f.num_prompts) << " | " << (gain >= 0 ? "+" : "")
+      << format_fixed(gain) << " | " << (f.k > 0 ? format_fixed(f.mean_at_k) : "-") << " | " << format_fixed(f.greedy_reward) << " | "
+      << format_fixed(m.train_reward_last) << " | " << format_fixed(f.mean_response_length, 1) << " | " << format_fixed(f.mean_turns, 2)
+      << " | " << format_fixed(f.mean_tool_calls, 2) << " | " << format_fixed(m.wall_s, 0) << " |\n";
   }
   return o.str();
 }
@@ -320,13 +320,13 @@ std::string format_contexts(const CompareResult& r) {
   for (const auto& m : r.methods) {
     const auto& f = m.final_eval;
     const double gain = f.greedy_success - m.baseline.greedy_success;
-    o << "| " << m.method << " | " << with_stderr(m.baseline.greedy_success, m.baseline.num_prompts) << " | "
-      << with_stderr(f.greedy_success, f.num_prompts) << " | " << (gain >= 0 ? "+" : "") << fmt(gain) << " | "
-      << fmt(f.greedy_reward) << " | " << fmt(run_mean(m, "env/prompt_tokens_mean/mean"), 1) << " / "
-      << fmt(run_mean(m, "env/prompt_tokens_max/mean"), 1) << " | " << fmt(f.mean_response_length, 1) << " | "
-      << fmt(f.mean_turns, 2) << " | " << fmt(run_mean(m, "batch/row_tokens_per_trajectory"), 1) << " | "
-      << fmt(run_mean(m, "env/context_omitted_turns/mean"), 2) << " | " << fmt(run_mean(m, "env/summary_steps/mean"), 2)
-      << " | " << fmt(run_mean(m, "env/context_overflow/mean"), 3) << " | " << fmt(m.wall_s, 0) << " |\n";
+    o << "| " << m.method << " | " << format_rate(m.baseline.greedy_success, m.baseline.num_prompts) << " | "
+      << format_rate(f.greedy_success, f.num_prompts) << " | " << (gain >= 0 ? "+" : "") << format_fixed(gain) << " | "
+      << format_fixed(f.greedy_reward) << " | " << format_fixed(run_mean(m, "env/prompt_tokens_mean/mean"), 1) << " / "
+      << format_fixed(run_mean(m, "env/prompt_tokens_max/mean"), 1) << " | " << format_fixed(f.mean_response_length, 1) << " | "
+      << format_fixed(f.mean_turns, 2) << " | " << format_fixed(run_mean(m, "batch/row_tokens_per_trajectory"), 1) << " | "
+      << format_fixed(run_mean(m, "env/context_omitted_turns/mean"), 2) << " | " << format_fixed(run_mean(m, "env/summary_steps/mean"), 2)
+      << " | " << format_fixed(run_mean(m, "env/context_overflow/mean"), 3) << " | " << format_fixed(m.wall_s, 0) << " |\n";
   }
   return o.str();
 }
@@ -347,7 +347,7 @@ std::string format_comparison(const CompareResult& r) {
   o << format_methods(r);
   o << "\n" << b.num_prompts << " held-out prompts; greedy acc = greedy success rate (s.e. = its standard error over "
     << "the prompts); gain = over the baseline";
-  if (r.baseline_spread > 0) o << " (the runs' step-0 validations differed by up to " << fmt(r.baseline_spread) << ")";
+  if (r.baseline_spread > 0) o << " (the runs' step-0 validations differed by up to " << format_fixed(r.baseline_spread) << ")";
   o << ".\n";
   return o.str();
 }

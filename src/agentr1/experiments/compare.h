@@ -123,6 +123,10 @@ std::map<std::string, double> read_run_means(const std::string& metrics_path, co
 // Standard error of a success rate p over n independent episodes: sqrt(p (1 - p) / n)
 // (0 when n <= 0).
 double success_stderr(double p, int64_t n);
+// x with `prec` decimals ("-" for NaN), as the tables print numbers.
+std::string format_fixed(double x, int prec = 3);
+// "0.578 ± 0.044": a success rate over n and its standard error.
+std::string format_rate(double p, int64_t n);
 
 struct CompareResult {
   EvalResult baseline;                 // training-free baseline (first method's step 0)
