@@ -78,6 +78,9 @@ void validate_batch(const std::vector<TrajectoryTokens>& batch, bool needs_token
                                                << s.n_tokens
                                                << " action tokens; every step needs >= 1 (drop "
                                                   "empty steps before estimation)");
+      AGENTR1_CHECK(s.advantages != nullptr, estimator << ": trajectory " << i << " step " << t
+                                                       << " has no advantages output; point it at n_tokens "
+                                                          "floats (or call compute())");
       AGENTR1_CHECK(std::isfinite(s.reward) && std::isfinite(s.value),
                     estimator << ": trajectory " << i << " step " << t
                               << " has a non-finite reward or value");
@@ -186,46 +189,76 @@ struct Stats {
   }
 };
 
-std::vector<std::vector<std::vector<float>>> to_float(
-    const std::vector<std::vector<std::vector<double>>>& x, Stats* stats) {
-  std::vector<std::vector<std::vector<float>>> out(x.size());
+// Writes x[i][t][k] as floats through dest(step i,t) (skipped where it is null), adding
+// every value to stats.
+void write_out(const std::vector<TrajectoryTokens>& batch, const std::vector<std::vector<std::vector<double>>>& x,
+               float* StepTokens::*dest, Stats* stats) {
+  AGENTR1_CHECK(x.size() == batch.size(), "finish_output: " << x.size() << " trajectories of output for "
+                                                            << batch.size() << " in the batch");
   for (size_t i = 0; i < x.size(); ++i) {
-    out[i].resize(x[i].size());
+    AGENTR1_CHECK(x[i].size() == batch[i].steps.size(), "finish_output: trajectory " << i << " has " << x[i].size()
+                                                                                     << " steps of output for "
+                                                                                     << batch[i].steps.size());
     for (size_t t = 0; t < x[i].size(); ++t) {
-      out[i][t].reserve(x[i][t].size());
-      for (double v : x[i][t]) {
-        out[i][t].push_back(static_cast<float>(v));
-        stats->add(v);
+      const StepTokens& s = batch[i].steps[t];
+      AGENTR1_CHECK(static_cast<int64_t>(x[i][t].size()) == s.n_tokens,
+                    "finish_output: trajectory " << i << " step " << t << " has " << x[i][t].size()
+                                                 << " outputs for " << s.n_tokens << " action tokens");
+      float* out = s.*dest;
+      for (size_t k = 0; k < x[i][t].size(); ++k) {
+        if (out != nullptr) out[k] = static_cast<float>(x[i][t][k]);
+        stats->add(x[i][t][k]);
       }
     }
   }
-  return out;
 }
 
 }  // namespace
 
-AdvantageOutput finish_output(const std::vector<TrajectoryTokens>& batch,
+EstimatorMetrics finish_output(const std::vector<TrajectoryTokens>& batch,
                               const std::vector<std::vector<std::vector<double>>>& adv,
                               const std::vector<std::vector<std::vector<double>>>& ret,
                               const EstimatorOptions& opts, bool uses_step_values,
                               bool uses_token_values) {
-  AdvantageOutput out;
+  EstimatorMetrics out;
   Stats a, r;
-  out.advantages = to_float(adv, &a);
-  out.returns = to_float(ret, &r);
-  a.put(&out.metrics, "critic/advantages");
-  r.put(&out.metrics, "critic/returns");
+  write_out(batch, adv, &StepTokens::advantages, &a);
+  write_out(batch, ret, &StepTokens::returns, &r);
+  a.put(&out, "critic/advantages");
+  r.put(&out, "critic/returns");
   if (uses_step_values || uses_token_values) {
     Stats v;  // per action token, as verl (values are masked by the response mask)
     for (const auto& tr : batch)
       for (const auto& s : tr.steps)
         for (int64_t k = 0; k < s.n_tokens; ++k) v.add(uses_token_values ? s.token_values[k] : s.value);
-    v.put(&out.metrics, "critic/values");
+    v.put(&out, "critic/values");
   }
   if (opts.kl_coef > 0) {
-    out.metrics["actor/reward_kl_penalty"] = mean_sequence_kl(batch);
-    out.metrics["actor/reward_kl_penalty_coeff"] = opts.kl_coef;
+    out["actor/reward_kl_penalty"] = mean_sequence_kl(batch);
+    out["actor/reward_kl_penalty_coeff"] = opts.kl_coef;
   }
+  return out;
+}
+
+AdvantageOutput AdvantageEstimator::compute(const std::vector<TrajectoryTokens>& batch,
+                                            const EstimatorOptions& opts) const {
+  AdvantageOutput out;
+  out.advantages.resize(batch.size());
+  out.returns.resize(batch.size());
+  std::vector<TrajectoryTokens> b = batch;  // the views are cheap to copy; outputs re-pointed
+  for (size_t i = 0; i < b.size(); ++i) {
+    out.advantages[i].resize(b[i].steps.size());
+    out.returns[i].resize(b[i].steps.size());
+    for (size_t t = 0; t < b[i].steps.size(); ++t) {
+      StepTokens& s = b[i].steps[t];
+      const size_t n = static_cast<size_t>(std::max<int64_t>(s.n_tokens, 0));
+      out.advantages[i][t].assign(n, 0.0f);
+      out.returns[i][t].assign(n, 0.0f);
+      s.advantages = out.advantages[i][t].data();
+      s.returns = out.returns[i][t].data();
+    }
+  }
+  out.metrics = compute_into(b, opts);
   return out;
 }
 

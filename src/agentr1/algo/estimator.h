@@ -3,9 +3,14 @@
 //   std::vector<TrajectoryTokens> batch = ...;          // one entry per trajectory
 //   EstimatorOptions o;  o.gamma = 1.0;  o.lam = 0.95;
 //   auto est = make_estimator("rloo");                  // algorithm.adv_estimator
-//   AdvantageOutput out = est->compute(batch, o);
+//   AdvantageOutput out = est->compute(batch, o);       // owns [trajectory][step][token]
 //   float a = out.advantages[i][t][k];                  // trajectory i, step t, action token k
 //   // unknown name -> Error "unknown advantage estimator 'x'; known: gae, grpo, ..."
+//
+// The trainer does not copy per-token data in or out: a step's inputs (critic values,
+// token KL) are FloatViews of the packed rows' columns and its outputs are written
+// through StepTokens::advantages / returns straight into them (compute_into; see
+// train/advantages.h). compute() is the same with outputs it allocates (tests, one-offs).
 //
 // Every estimator takes the same batch: per trajectory its group (rollout.n samples of
 // one prompt share it), its outcome reward and its steps; per step the step reward,
@@ -37,14 +42,38 @@
 
 namespace agentr1::algo {
 
+// A read-only view of n floats owned elsewhere: a packed row's column, a test's vector.
+// The owner must outlive the view (a view of a temporary vector does not compile).
+class FloatView {
+ public:
+  FloatView() = default;
+  FloatView(const float* data, size_t n) : data_(data), n_(n) {}
+  FloatView(const std::vector<float>& v) : data_(v.data()), n_(v.size()) {}  // NOLINT: implicit on purpose
+  FloatView(std::vector<float>&&) = delete;
+  const float* begin() const { return data_; }
+  const float* end() const { return data_ + n_; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  float operator[](size_t i) const { return data_[i]; }
+
+ private:
+  const float* data_ = nullptr;
+  size_t n_ = 0;
+};
+
 // One step (turn) of a trajectory as the estimators see it.
 struct StepTokens {
   float reward = 0;                 // step reward from the environment (tools, checkers)
   int64_t n_tokens = 0;             // action (response) tokens the policy sampled; must be >= 1
   float value = 0;                  // step-level critic value V(s_t), read at the last prompt token (gae)
-  std::vector<float> token_values;  // per action token critic values (token_gae); else empty
-  std::vector<float> token_kl;      // per action token logprob - ref_logprob (KL in reward); empty = 0
-  std::string anchor;               // gigpo: the env state the step acted in (info["anchor"]); "" = unknown
+  FloatView token_values;           // per action token critic values (token_gae); else empty
+  FloatView token_kl;               // per action token logprob - ref_logprob (KL in reward); empty = 0
+  std::string anchor;               // gigpo: the env state the step acted in (Step::anchor); "" = unknown
+  // Outputs of compute_into: n_tokens floats each, owned elsewhere (the packed row's
+  // advantage / returns columns at this step's action tokens). returns may be null
+  // (not wanted: no critic); advantages may not.
+  float* advantages = nullptr;
+  float* returns = nullptr;
 };
 
 struct TrajectoryTokens {
@@ -86,14 +115,16 @@ struct EstimatorOptions {
   }
 };
 
+// critic/advantages/{mean,max,min}, critic/returns/{mean,max,min} over all action
+// tokens; critic/values/{mean,max,min} for estimators that use values;
+// actor/reward_kl_penalty{,_coeff} when kl_coef > 0; an estimator's own (gigpo/...).
+using EstimatorMetrics = std::map<std::string, double>;
+
 struct AdvantageOutput {
   // [trajectory][step][action token], shaped like the input.
   std::vector<std::vector<std::vector<float>>> advantages;
   std::vector<std::vector<std::vector<float>>> returns;
-  // critic/advantages/{mean,max,min}, critic/returns/{mean,max,min} over all action
-  // tokens; critic/values/{mean,max,min} for estimators that use values;
-  // actor/reward_kl_penalty{,_coeff} when kl_coef > 0.
-  std::map<std::string, double> metrics;
+  EstimatorMetrics metrics;
 };
 
 // An advantage estimator. Stateless; compute() is const and thread-safe.
@@ -107,9 +138,13 @@ class AdvantageEstimator {
   // false when one per action token (token_values, token_gae).
   virtual bool step_level_values() const { return false; }
   // Validates the batch and the options (Error naming trajectory/step and the rule),
-  // returns advantages and returns per action token. Does not modify its input.
-  virtual AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
-                                  const EstimatorOptions& opts) const = 0;
+  // writes each step's advantages and returns per action token through
+  // StepTokens::advantages / returns (finish_output does it), returns the metrics.
+  virtual EstimatorMetrics compute_into(const std::vector<TrajectoryTokens>& batch,
+                                        const EstimatorOptions& opts) const = 0;
+  // compute_into with outputs shaped [trajectory][step][token] that it allocates (the
+  // batch's own output pointers are ignored).
+  AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch, const EstimatorOptions& opts) const;
 };
 
 using EstimatorFactory = std::function<std::unique_ptr<AdvantageEstimator>()>;
@@ -124,7 +159,8 @@ std::vector<std::string> estimator_names();
 // ---- helpers shared by the estimators (also used by tests) ----
 
 // Throws Error if a step has n_tokens < 1, token_kl/token_values of the wrong length,
-// a trajectory has no steps, or (needs_token_values) token_values is missing.
+// no advantages output, a trajectory has no steps, or (needs_token_values) token_values
+// is missing.
 void validate_batch(const std::vector<TrajectoryTokens>& batch, bool needs_token_values,
                     const std::string& estimator);
 
@@ -148,8 +184,9 @@ void whiten_in_place(std::vector<std::vector<std::vector<double>>>* values);
 std::vector<std::vector<double>> split_by_steps(const TrajectoryTokens& traj,
                                                 const std::vector<double>& flat);
 
-// Converts to float output and fills the standard metrics.
-AdvantageOutput finish_output(const std::vector<TrajectoryTokens>& batch,
+// Writes adv and ret (shaped [trajectory][step][token]) as floats through each step's
+// advantages / returns pointers and returns the standard metrics.
+EstimatorMetrics finish_output(const std::vector<TrajectoryTokens>& batch,
                               const std::vector<std::vector<std::vector<double>>>& adv,
                               const std::vector<std::vector<std::vector<double>>>& ret,
                               const EstimatorOptions& opts, bool uses_step_values,

@@ -77,7 +77,8 @@ TEST(EstimatorTest, RejectsBadBatchesAndOptions) {
   EXPECT_THROW(grpo->compute({traj("g", 1, {})}, o), Error);                 // no steps
   EXPECT_THROW(grpo->compute({traj("g", 1, {0.f}, {0})}, o), Error);         // 0 tokens
   auto bad_kl = traj("g", 1, {0.f}, {3});
-  bad_kl.steps[0].token_kl = {0.1f};
+  const std::vector<float> one_kl = {0.1f};
+  bad_kl.steps[0].token_kl = one_kl;
   EXPECT_THROW(grpo->compute({bad_kl}, o), Error);
   EXPECT_THROW(make_estimator("token_gae")->compute({traj("g", 1, {0.f}, {2})}, o), Error);
   o.gamma = 1.5;
@@ -95,8 +96,32 @@ TEST(EstimatorTest, RejectsBadBatchesAndOptions) {
   EXPECT_THROW(grpo->compute({traj("g", 1, {0.f})}, o), Error);
   o.whiten_level = "step";  // one advantage per step: gae only
   auto tg = traj("g", 1, {0.f}, {2});
-  tg.steps[0].token_values = {0.1f, 0.2f};
+  const std::vector<float> tg_values = {0.1f, 0.2f};
+  tg.steps[0].token_values = tg_values;
   EXPECT_THROW(make_estimator("token_gae")->compute({tg}, o), Error);
+}
+
+// compute_into writes each step's outputs through its pointers and nothing else: here
+// into one buffer with gaps between the steps (as a packed row's observation tokens),
+// equal to what compute() returns; returns may be left unwritten (null).
+TEST(EstimatorTest, ComputeIntoWritesThroughEachStepsPointers) {
+  std::vector<TrajectoryTokens> b = {traj("a", 1, {0.5f, 0.f}, {2, 3}), traj("a", 0, {0.f}, {1})};
+  std::vector<float> buf(12, -7.0f);  // step 0 at 1..2, step 1 at 5..7, trajectory 1 at 10
+  b[0].steps[0].advantages = buf.data() + 1;
+  b[0].steps[1].advantages = buf.data() + 5;
+  b[1].steps[0].advantages = buf.data() + 10;
+  EstimatorOptions o;
+  o.gamma = 0.9;
+  auto est = make_estimator("reinforce_plus_plus");
+  const AdvantageOutput want = est->compute(b, o);
+  const EstimatorMetrics m = est->compute_into(b, o);
+  const std::vector<float> expect = {-7.0f, want.advantages[0][0][0], want.advantages[0][0][1], -7.0f, -7.0f,
+                                     want.advantages[0][1][0], want.advantages[0][1][1], want.advantages[0][1][2],
+                                     -7.0f, -7.0f, want.advantages[1][0][0], -7.0f};
+  EXPECT_EQ(buf, expect);
+  EXPECT_EQ(m, want.metrics);
+  b[1].steps[0].advantages = nullptr;
+  EXPECT_THROW(est->compute_into(b, o), Error);  // an output is required
 }
 
 // whiten_level=step counts each step once: a long step does not outweigh a short one.
@@ -140,7 +165,8 @@ TEST(EstimatorTest, HandWorkedReinforcePlusPlusReturns) {
   // Tokens: step 0 has 2 tokens (reward 1 at its last), step 1 has 1 token (+ outcome 2);
   // KL 0.5 on the first token, kl_coef 0.2 -> token rewards [-0.1, 1, 2].
   auto t = traj("g", 2, {1.f, 0.f}, {2, 1});
-  t.steps[0].token_kl = {0.5f, 0.f};
+  const std::vector<float> kl = {0.5f, 0.f};
+  t.steps[0].token_kl = kl;
   EstimatorOptions o;
   o.gamma = 0.5;
   o.kl_coef = 0.2;
@@ -158,7 +184,8 @@ TEST(EstimatorTest, HandWorkedVanillaReinforce) {
   // Two trajectories of one group: rewards as above for the first ([-0.1, 1, 2] token
   // rewards, gamma 0.5), outcome 0 and no step reward for the second (2 tokens).
   auto t = traj("g", 2, {1.f, 0.f}, {2, 1});
-  t.steps[0].token_kl = {0.5f, 0.f};
+  const std::vector<float> kl = {0.5f, 0.f};
+  t.steps[0].token_kl = kl;
   auto u = traj("g", 0, {0.f}, {2});
   EstimatorOptions o;
   o.gamma = 0.5;
@@ -197,8 +224,9 @@ TEST(EstimatorTest, HandWorkedTokenGaeCarriesAcrossSteps) {
   // Tokens (step 0: 1 token, step 1: 1 token), values (1, 0.5), rewards (0, 1), gamma = lam = 1:
   // A_1 = 1 - 0.5 = 0.5; A_0 = (0 + 0.5 - 1) + 0.5 = 0  (the recursion crosses the step boundary)
   auto t = traj("g", 1, {0.f, 0.f});
-  t.steps[0].token_values = {1.f};
-  t.steps[1].token_values = {0.5f};
+  const std::vector<float> v0 = {1.f}, v1 = {0.5f};
+  t.steps[0].token_values = v0;
+  t.steps[1].token_values = v1;
   EstimatorOptions o;
   o.whiten_advantages = false;
   auto out = make_estimator("token_gae")->compute({t}, o);
@@ -257,7 +285,8 @@ double max_diff_nested(const std::vector<std::vector<std::vector<float>>>& got,
 TEST(EstimatorTest, LoopMatchesTensorFormsOnReferenceBatches) {
   for (const auto& c : estimators_reference()["estimators"]) {
     const std::string name = c["estimator"].get<std::string>();
-    const auto batch = trajectories_from(c["trajs"]);
+    const testing::RefBatch ref = trajectories_from(c["trajs"]);
+    const auto& batch = ref.trajs;
     const EstimatorOptions o = options_from(c["options"]);
     const Packed p = pack(batch, o.kl_coef, /*gap=*/2);
     if (name == "token_gae") {
@@ -298,7 +327,8 @@ TEST(EstimatorTest, MatchesReference) {
   std::map<std::string, double> worst;
   for (const auto& c : cases) {
     const std::string name = c["estimator"].get<std::string>();
-    const auto batch = trajectories_from(c["trajs"]);
+    const testing::RefBatch ref = trajectories_from(c["trajs"]);
+    const auto& batch = ref.trajs;
     const auto out = make_estimator(name)->compute(batch, options_from(c["options"]));
     double d = 0;
     for (size_t i = 0; i < batch.size(); ++i) {

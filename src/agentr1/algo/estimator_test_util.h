@@ -62,8 +62,25 @@ inline at::Tensor tensor_from(const json& rows) {
   return at::tensor(flat, at::kDouble).reshape(shape);
 }
 
-inline std::vector<TrajectoryTokens> trajectories_from(const json& trajs) {
-  std::vector<TrajectoryTokens> out;
+// A reference batch and the per-token vectors its steps' views point into (so it is
+// not copyable: a copy's views would point at the original's storage).
+struct RefBatch {
+  RefBatch() = default;
+  RefBatch(const RefBatch&) = delete;
+  RefBatch& operator=(const RefBatch&) = delete;
+  RefBatch(RefBatch&&) = default;  // moving the outer vector keeps the inner buffers
+  std::vector<std::vector<float>> store;
+  std::vector<TrajectoryTokens> trajs;
+};
+
+inline RefBatch trajectories_from(const json& trajs) {
+  RefBatch out;
+  for (const auto& t : trajs)
+    for (const auto& s : t["steps"]) {
+      out.store.push_back(s["token_values"].get<std::vector<float>>());
+      out.store.push_back(s["token_kl"].get<std::vector<float>>());
+    }
+  size_t k = 0;
   for (const auto& t : trajs) {
     TrajectoryTokens tr;
     tr.group = t["group"].get<std::string>();
@@ -73,12 +90,12 @@ inline std::vector<TrajectoryTokens> trajectories_from(const json& trajs) {
       st.reward = s["reward"].get<float>();
       st.n_tokens = s["n_tokens"].get<int64_t>();
       st.value = s["value"].get<float>();
-      st.token_values = s["token_values"].get<std::vector<float>>();
-      st.token_kl = s["token_kl"].get<std::vector<float>>();
+      st.token_values = out.store[k++];
+      st.token_kl = out.store[k++];
       if (s.contains("anchor")) st.anchor = s["anchor"].get<std::string>();
       tr.steps.push_back(std::move(st));
     }
-    out.push_back(std::move(tr));
+    out.trajs.push_back(std::move(tr));
   }
   return out;
 }

@@ -30,7 +30,7 @@ class StepGae final : public AdvantageEstimator {
   std::string name() const override { return "gae"; }
   bool needs_values() const override { return true; }
   bool step_level_values() const override { return true; }
-  AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
+  EstimatorMetrics compute_into(const std::vector<TrajectoryTokens>& batch,
                           const EstimatorOptions& opts) const override {
     opts.validate();
     validate_batch(batch, false, name());
@@ -62,7 +62,7 @@ class TokenGae final : public AdvantageEstimator {
  public:
   std::string name() const override { return "token_gae"; }
   bool needs_values() const override { return true; }
-  AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
+  EstimatorMetrics compute_into(const std::vector<TrajectoryTokens>& batch,
                           const EstimatorOptions& opts) const override {
     opts.validate();
     AGENTR1_CHECK(opts.whiten_level == "token",

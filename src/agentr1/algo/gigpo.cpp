@@ -58,7 +58,7 @@ namespace {
 class Gigpo final : public AdvantageEstimator {
  public:
   std::string name() const override { return "gigpo"; }
-  AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
+  EstimatorMetrics compute_into(const std::vector<TrajectoryTokens>& batch,
                           const EstimatorOptions& opts) const override {
     opts.validate();
     validate_batch(batch, false, name());
@@ -86,10 +86,10 @@ class Gigpo final : public AdvantageEstimator {
         ++n_steps;
       }
     }
-    AdvantageOutput out = finish_output(batch, adv, ret, opts, false, false);
-    out.metrics["gigpo/anchor_groups"] = static_cast<double>(st.anchor_groups);
-    out.metrics["gigpo/grouped_step_fraction"] = static_cast<double>(st.grouped_steps) / static_cast<double>(n_steps);
-    out.metrics["gigpo/known_anchor_fraction"] = static_cast<double>(st.known_steps) / static_cast<double>(n_steps);
+    EstimatorMetrics out = finish_output(batch, adv, ret, opts, false, false);
+    out["gigpo/anchor_groups"] = static_cast<double>(st.anchor_groups);
+    out["gigpo/grouped_step_fraction"] = static_cast<double>(st.grouped_steps) / static_cast<double>(n_steps);
+    out["gigpo/known_anchor_fraction"] = static_cast<double>(st.known_steps) / static_cast<double>(n_steps);
     return out;
   }
 };

@@ -24,7 +24,7 @@ Nested broadcast(const std::vector<TrajectoryTokens>& batch, const std::vector<f
 
 class OutcomeEstimator : public AdvantageEstimator {
  public:
-  AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
+  EstimatorMetrics compute_into(const std::vector<TrajectoryTokens>& batch,
                           const EstimatorOptions& opts) const override {
     opts.validate();
     validate_batch(batch, /*needs_token_values=*/false, name());

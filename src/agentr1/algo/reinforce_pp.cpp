@@ -33,7 +33,7 @@ Nested batch_returns(const std::vector<TrajectoryTokens>& batch, const Estimator
 class ReinforcePlusPlus final : public AdvantageEstimator {
  public:
   std::string name() const override { return "reinforce_plus_plus"; }
-  AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
+  EstimatorMetrics compute_into(const std::vector<TrajectoryTokens>& batch,
                           const EstimatorOptions& opts) const override {
     opts.validate();
     validate_batch(batch, false, name());
@@ -51,7 +51,7 @@ class ReinforcePlusPlus final : public AdvantageEstimator {
 class Reinforce final : public AdvantageEstimator {
  public:
   std::string name() const override { return "reinforce"; }
-  AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
+  EstimatorMetrics compute_into(const std::vector<TrajectoryTokens>& batch,
                           const EstimatorOptions& opts) const override {
     opts.validate();
     validate_batch(batch, false, name());
@@ -63,7 +63,7 @@ class Reinforce final : public AdvantageEstimator {
 class ReinforcePlusPlusBaseline final : public AdvantageEstimator {
  public:
   std::string name() const override { return "reinforce_plus_plus_baseline"; }
-  AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
+  EstimatorMetrics compute_into(const std::vector<TrajectoryTokens>& batch,
                           const EstimatorOptions& opts) const override {
     opts.validate();
     validate_batch(batch, false, name());

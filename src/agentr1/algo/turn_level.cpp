@@ -83,7 +83,7 @@ namespace {
 class TurnRloo final : public AdvantageEstimator {
  public:
   std::string name() const override { return "turn_rloo"; }
-  AdvantageOutput compute(const std::vector<TrajectoryTokens>& batch,
+  EstimatorMetrics compute_into(const std::vector<TrajectoryTokens>& batch,
                           const EstimatorOptions& opts) const override {
     opts.validate();
     validate_batch(batch, false, name());

@@ -8,69 +8,64 @@
 
 namespace agentr1::train {
 
-AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const AlgorithmOptions& a,
-                                    const AdvantageInputs& in) {
+AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, std::vector<PackedRow>& rows,
+                                    const AlgorithmOptions& a, const AdvantageInputs& in) {
   const auto est = algo::make_estimator(a.adv_estimator);
-  return estimate_advantages(trajs, *est, a.estimator, in);
+  return estimate_advantages(trajs, rows, *est, a.estimator, in);
 }
 
-AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const algo::AdvantageEstimator& estimator,
-                                    const algo::EstimatorOptions& options, const AdvantageInputs& in) {
-  const algo::AdvantageEstimator* est = &estimator;
-  const bool step_values = est->step_level_values();
-  AGENTR1_CHECK(!est->needs_values() || in.values != nullptr,
-                "advantage estimator '" << est->name() << "' needs critic values");
+AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, std::vector<PackedRow>& rows,
+                                    const algo::AdvantageEstimator& est, const algo::EstimatorOptions& options,
+                                    const AdvantageInputs& in) {
+  const bool values = est.needs_values(), step_values = est.step_level_values();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    PackedRow& row = rows[r];
+    AGENTR1_CHECK(!values || row.value.size() == row.tokens.size(),
+                  "advantage estimator '" << est.name() << "' needs critic values; row " << r << " of trajectory "
+                                          << row.trajectory << " has " << row.value.size() << " for "
+                                          << row.tokens.size() << " tokens");
+    AGENTR1_CHECK(in.token_kl == nullptr || (r < in.token_kl->size() && (*in.token_kl)[r].size() == row.tokens.size()),
+                  "KL in reward: no per-token KL for row " << r << " of trajectory " << row.trajectory);
+    row.advantage.assign(row.tokens.size(), 0.0f);
+    row.returns.assign(row.tokens.size(), 0.0f);
+  }
+  const StepSpans spans = step_spans(rows, trajs);
   AdvantageResult out;
-  out.advantages.resize(trajs.size());
-  out.returns.resize(trajs.size());
   out.rewards.resize(trajs.size());
   for (size_t i = 0; i < trajs.size(); ++i) out.rewards[i] = trajs[i].total_reward();
   std::vector<algo::TrajectoryTokens> batch;
-  std::vector<std::pair<size_t, std::vector<size_t>>> where;  // traj index, its non-empty steps
+  std::vector<size_t> traj_of;  // batch entry -> trajectory index
   for (size_t i = 0; i < trajs.size(); ++i) {
-    out.advantages[i].resize(trajs[i].steps.size());
-    out.returns[i].resize(trajs[i].steps.size());
     algo::TrajectoryTokens tt;
     tt.group = trajs[i].group;
     tt.outcome_reward = trajs[i].outcome_reward;
-    std::vector<size_t> steps;
     for (size_t s = 0; s < trajs[i].steps.size(); ++s) {
+      const TokenSpan& sp = spans[i][s];
+      if (sp.n == 0) continue;
       const Step& st = trajs[i].steps[s];
-      if (st.response_ids.empty()) continue;
+      PackedRow& row = rows[static_cast<size_t>(sp.row)];
+      const size_t b = static_cast<size_t>(sp.begin), n = static_cast<size_t>(sp.n);
       algo::StepTokens x;
       x.reward = st.reward;
-      x.n_tokens = static_cast<int64_t>(st.response_ids.size());
-      if (in.values != nullptr && est->needs_values()) {
-        const std::vector<float>& v = (*in.values).at(i).at(s);
-        AGENTR1_CHECK(static_cast<int64_t>(v.size()) == x.n_tokens,
-                      "trajectory " << i << " step " << s << ": " << v.size() << " critic values for "
-                                    << x.n_tokens << " response tokens");
-        if (step_values)
-          x.value = v.front();
-        else
-          x.token_values = v;
-      }
-      if (in.token_kl != nullptr) x.token_kl = (*in.token_kl).at(i).at(s);
+      x.n_tokens = sp.n;
+      if (values && step_values) x.value = row.value[b];
+      if (values && !step_values) x.token_values = algo::FloatView(row.value.data() + b, n);
+      if (in.token_kl != nullptr) x.token_kl = algo::FloatView((*in.token_kl)[static_cast<size_t>(sp.row)].data() + b, n);
       const auto anchor = st.info.find("anchor");
       if (anchor != st.info.end() && anchor->is_string()) x.anchor = anchor->get<std::string>();
+      x.advantages = row.advantage.data() + b;
+      x.returns = row.returns.data() + b;
       tt.steps.push_back(std::move(x));
-      steps.push_back(s);
     }
     if (tt.steps.empty()) continue;
     out.rewards[i] = algo::trajectory_score(tt, in.token_kl != nullptr ? in.kl_coef : 0.0);
     batch.push_back(std::move(tt));
-    where.emplace_back(i, std::move(steps));
+    traj_of.push_back(i);
   }
   if (batch.empty()) return out;
   algo::EstimatorOptions eo = options;  // every configured field, as given
   eo.kl_coef = in.token_kl != nullptr ? in.kl_coef : 0.0;
-  algo::AdvantageOutput r = est->compute(batch, eo);
-  for (size_t b = 0; b < where.size(); ++b)
-    for (size_t k = 0; k < where[b].second.size(); ++k) {
-      out.advantages[where[b].first][where[b].second[k]] = r.advantages[b][k];
-      out.returns[where[b].first][where[b].second[k]] = r.returns[b][k];
-    }
-  out.metrics = std::move(r.metrics);
+  out.metrics = est.compute_into(batch, eo);
   if (in.token_kl != nullptr) {
     out.mean_kl = algo::mean_sequence_kl(batch);
     // Also when kl_coef is 0 (the estimator only reports it for a positive coefficient).
@@ -80,11 +75,10 @@ AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const 
   return out;
 }
 
-StepTokenValues reward_token_kl(const std::vector<PackedRow>& rows, const std::vector<Trajectory>& trajs,
-                                algo::KlType type) {
-  StepTokenValues out(trajs.size());
-  for (size_t i = 0; i < trajs.size(); ++i) out[i].resize(trajs[i].steps.size());
-  for (const PackedRow& row : rows) {
+RowTokenValues reward_token_kl(const std::vector<PackedRow>& rows, algo::KlType type) {
+  RowTokenValues out(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const PackedRow& row = rows[r];
     const int64_t n = static_cast<int64_t>(row.tokens.size());
     AGENTR1_CHECK(static_cast<int64_t>(row.old_logprob.size()) == n &&
                       static_cast<int64_t>(row.ref_logprob.size()) == n,
@@ -94,10 +88,9 @@ StepTokenValues reward_token_kl(const std::vector<PackedRow>& rows, const std::v
     const at::Tensor ref_lp = at::from_blob(const_cast<float*>(row.ref_logprob.data()), {1, n}, at::kFloat);
     const at::Tensor kl = algo::kl_penalty(old_lp, ref_lp, type).contiguous();
     const float* k = kl.data_ptr<float>();
+    out[r].assign(static_cast<size_t>(n), 0.0f);
     for (int64_t t = 0; t < n; ++t)
-      if (row.action[static_cast<size_t>(t)])
-        out[static_cast<size_t>(row.trajectory)][static_cast<size_t>(row.step_of[static_cast<size_t>(t)])]
-            .push_back(k[t]);
+      if (row.action[static_cast<size_t>(t)]) out[r][static_cast<size_t>(t)] = k[t];
   }
   return out;
 }
@@ -112,21 +105,13 @@ AdvantagePhase::~AdvantagePhase() = default;
 AdvantagePhase::Output AdvantagePhase::compute(const std::vector<Trajectory>& trajs, std::vector<PackedRow>& rows) {
   Output o;
   AdvantageInputs in;
-  if (estimator_->needs_values()) {
-    o.values = gather_step_tokens(rows, trajs, &PackedRow::value);
-    in.values = &o.values;
-  }
   if (kl_ctrl_) {
-    o.token_kl = reward_token_kl(rows, trajs, options_.kl_penalty_type);
+    o.token_kl = reward_token_kl(rows, options_.kl_penalty_type);
     in.token_kl = &o.token_kl;
     in.kl_coef = kl_ctrl_->value();
   }
-  o.result = estimate_advantages(trajs, *estimator_, options_.estimator, in);
-  scatter_step_tokens(rows, o.result.advantages, &PackedRow::advantage);
-  if (estimator_->needs_values()) {
-    scatter_step_tokens(rows, o.result.returns, &PackedRow::returns);
-    set_value_mask(rows, estimator_->step_level_values());
-  }
+  o.result = estimate_advantages(trajs, rows, *estimator_, options_.estimator, in);
+  if (estimator_->needs_values()) set_value_mask(rows, estimator_->step_level_values());
   if (kl_ctrl_) kl_ctrl_->update(o.result.mean_kl, static_cast<int64_t>(trajs.size()));
   return o;
 }

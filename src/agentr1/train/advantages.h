@@ -1,11 +1,14 @@
-// agentr1/train/advantages.h — from rollouts and scored rows to the estimator's batch
-// and back: critic values, KL in the reward, advantages and returns per action token.
+// agentr1/train/advantages.h — the estimator over the packed rows: critic values, KL in
+// the reward, advantages and returns per action token, read and written in place.
 //
-//   StepTokenValues kl = reward_token_kl(rows, trajs, algo::KlType::kK1);  // old - ref
-//   StepTokenValues values = gather_step_tokens(rows, trajs, &PackedRow::value);
-//   AdvantageInputs in;  in.values = &values;  in.token_kl = &kl;  in.kl_coef = ctl->value();
-//   AdvantageResult r = estimate_advantages(trajs, cfg.algorithm, in);
-//   scatter_step_tokens(rows, r.advantages, &PackedRow::advantage);
+//   RowTokenValues kl = reward_token_kl(rows, algo::KlType::kK1);   // old - ref, per row token
+//   AdvantageInputs in;  in.token_kl = &kl;  in.kl_coef = ctl->value();
+//   AdvantageResult r = estimate_advantages(trajs, rows, cfg.algorithm, in);
+//   // rows[*].advantage and rows[*].returns now hold the estimator's output
+//
+// No per-token data is copied into another shape: each step of the estimator's batch
+// (algo::StepTokens) views its span of the rows' value and KL columns and writes its
+// advantages and returns straight into the rows' columns (step_spans, batch.h).
 //
 // KL in the reward (verl apply_kl_penalty with algorithm.kl_penalty): token_kl is
 // kl_penalty(old_logprob, ref_logprob) on every action token; the estimator subtracts
@@ -27,16 +30,16 @@
 
 namespace agentr1::train {
 
+// Per row, per token (0 off actions): the KL column of the rows.
+using RowTokenValues = std::vector<std::vector<float>>;
+
 struct AdvantageInputs {
-  const StepTokenValues* values = nullptr;    // critic values per action token ([traj][step][k],
-                                              // see critic.h for the position); nullptr = none
-  const StepTokenValues* token_kl = nullptr;  // per action token KL; nullptr = no KL in reward
+  const RowTokenValues* token_kl = nullptr;   // per row token KL (reward_token_kl); nullptr = no
+                                              // KL in reward
   double kl_coef = 0;                         // KL-in-reward coefficient (algorithm.kl_ctrl)
 };
 
 struct AdvantageResult {
-  StepTokenValues advantages;        // [traj][step][k]; empty for steps/trajectories without tokens
-  StepTokenValues returns;           // same shape (value targets for the critic)
   std::vector<double> rewards;       // per trajectory: score with the KL penalty (= total_reward
                                      // without KL in reward, and for trajectories without tokens)
   double mean_kl = 0;                // mean over trajectories of their token-mean KL (verl's
@@ -45,16 +48,19 @@ struct AdvantageResult {
                                           // critic/values/..., actor/reward_kl_penalty{,_coeff})
 };
 
-// Runs `estimator` with `options` (kl_coef taken from `in`). Trajectories without any
-// response token are left out
-// of the estimator's batch (their entries stay empty). Step-level estimators (gae) get
-// V(s_t) = values[i][s][0], the value read at the step's last prompt token; token_gae
-// gets every value. Throws Error if the estimator needs values and none are given.
-AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const algo::AdvantageEstimator& estimator,
-                                    const algo::EstimatorOptions& options, const AdvantageInputs& in);
-// The same with the estimator looked up by algorithm.adv_estimator (tests, one-off use).
-AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, const AlgorithmOptions& algo,
+// Runs `estimator` with `options` (kl_coef taken from `in`) over `rows` (packed from
+// `trajs`): sets every row's advantage and returns columns (0 off actions). Steps and
+// trajectories without response tokens are left out of the estimator's batch. With
+// needs_values(), reads the rows' value column: step-level estimators (gae) get
+// V(s_t) = the value at the step's first action token (read at its last prompt token),
+// token_gae every action token's. Throws Error if the estimator needs values and the
+// rows have none, or in.token_kl does not match the rows.
+AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, std::vector<PackedRow>& rows,
+                                    const algo::AdvantageEstimator& estimator, const algo::EstimatorOptions& options,
                                     const AdvantageInputs& in);
+// The same with the estimator looked up by algorithm.adv_estimator (tests, one-off use).
+AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, std::vector<PackedRow>& rows,
+                                    const AlgorithmOptions& algo, const AdvantageInputs& in);
 
 // The advantage phase of the trainer: the estimator and the KL-in-reward controller,
 // resolved once from the algorithm section.
@@ -67,12 +73,11 @@ class AdvantagePhase {
   explicit AdvantagePhase(const AlgorithmOptions& algorithm);  // Error naming the estimator
   ~AdvantagePhase();
   struct Output {
-    AdvantageResult result;       // advantages, returns, KL-penalised rewards, metrics
-    StepTokenValues values;       // critic values per action token (estimators with a critic)
-    StepTokenValues token_kl;     // per action token KL (KL in the reward)
+    AdvantageResult result;       // KL-penalised rewards, mean KL, metrics
+    RowTokenValues token_kl;      // per row token KL (KL in the reward; else empty)
   };
   // Reads rows' value (needs_values()) and old/ref log-probs (KL in reward), writes
-  // rows' advantage (and returns + value_mask with a critic), then updates the KL
+  // rows' advantage and returns (+ value_mask with a critic), then updates the KL
   // controller with the batch's KL.
   Output compute(const std::vector<Trajectory>& trajs, std::vector<PackedRow>& rows);
   const algo::AdvantageEstimator& estimator() const { return *estimator_; }
@@ -88,10 +93,9 @@ class AdvantagePhase {
   std::unique_ptr<algo::KlController> kl_ctrl_;
 };
 
-// kl_penalty(old_logprob, ref_logprob, type) at every action token of `rows`, shaped
-// [traj][step][k]. Throws Error if a row lacks old or reference log-probs.
-StepTokenValues reward_token_kl(const std::vector<PackedRow>& rows, const std::vector<Trajectory>& trajs,
-                                algo::KlType type);
+// kl_penalty(old_logprob, ref_logprob, type) at every action token of `rows`, per row
+// token (0 off actions). Throws Error if a row lacks old or reference log-probs.
+RowTokenValues reward_token_kl(const std::vector<PackedRow>& rows, algo::KlType type);
 
 // rows[i].value_mask: 1 at the action tokens whose value the critic is trained on —
 // every action token (step_level = false, token_gae) or each step's first action token

@@ -403,7 +403,7 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     } else {
       m["timing/step"] = seconds_since(t_step);
     }
-    if (writer_) logger_->dump_step(step, trajs, adv, dump_columns);
+    if (writer_) logger_->dump_step(step, trajs, rows, adv, dump_columns);
     // The validation writes its own line (val/* metrics); the step line keeps the step's.
     if (c.trainer.test_freq > 0 && step % c.trainer.test_freq == 0 && step != total) validate(step);
     const std::vector<std::string> unhealthy = health_->check(step, m);

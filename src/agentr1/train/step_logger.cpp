@@ -35,33 +35,48 @@ StepLogger::StepLogger(const RunDir& run, const text::Tokenizer& tokenizer, int 
 
 void StepLogger::metrics(int64_t step, const Metrics& m) const { run_.append_jsonl("metrics.jsonl", metrics_json(step, m)); }
 
-void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, const AdvantagePhase::Output& adv,
-                           const DumpColumns& cols) const {
-  const StepTokenValues& token_adv = adv.result.advantages;
+void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, const std::vector<PackedRow>& rows,
+                           const AdvantagePhase::Output& adv, const DumpColumns& cols) const {
+  const StepSpans spans = step_spans(rows, trajs);
+  // A step's entries of a per-token column (empty for a step without response tokens).
+  auto slice = [](const std::vector<float>& column, const TokenSpan& sp) {
+    if (sp.n == 0) return std::vector<float>();
+    return std::vector<float>(column.begin() + sp.begin, column.begin() + sp.begin + sp.n);
+  };
+  static const std::vector<float> kNone;
+  auto row_of = [&](const TokenSpan& sp) -> const PackedRow* {
+    return sp.n == 0 ? nullptr : &rows[static_cast<size_t>(sp.row)];
+  };
   for (size_t i = 0; i < trajs.size() && (dump_ < 0 || static_cast<int>(i) < dump_); ++i) {
     json j = trajs[i].to_json();
+    std::vector<std::vector<float>> token_adv;
+    for (const TokenSpan& sp : spans[i]) token_adv.push_back(sp.n == 0 ? kNone : slice(row_of(sp)->advantage, sp));
     double sum = 0;
     size_t n = 0;
-    for (const auto& st : token_adv[i])
+    for (const auto& st : token_adv)
       for (float a : st) sum += a, ++n;
     j["advantage"] = n > 0 ? sum / static_cast<double>(n) : 0.0;
     j["score"] = trajs[i].total_reward();
     if (cols.token_kl) j["reward"] = adv.result.rewards[i];  // score - kl_coef * sum(token_kl)
     for (size_t k = 0; k < j["steps"].size(); ++k) {
       json& st = j["steps"][k];
+      const TokenSpan& sp = spans[i][k];
+      const PackedRow* row = row_of(sp);
+      const std::vector<float> returns = row ? slice(row->returns, sp) : kNone;
+      const std::vector<float> values = row && cols.values ? slice(row->value, sp) : kNone;
       st["response_text"] = tokenizer_.decode(st["response_ids"].get<TokenIds>());
-      st["advantage"] = token_adv[i][k];
-      const bool per_step = cols.step_level && !token_adv[i][k].empty();
+      st["advantage"] = token_adv[k];
+      const bool per_step = cols.step_level && !token_adv[k].empty();
       if (per_step) {
-        st["advantages"] = token_adv[i][k].front();
-        st["returns"] = adv.result.returns[i][k].front();
-        st["values"] = adv.values[i][k].front();
+        st["advantages"] = token_adv[k].front();
+        st["returns"] = returns.front();
+        st["values"] = values.front();
       } else {
-        st["advantages"] = token_adv[i][k];
-        st["returns"] = adv.result.returns[i][k];
-        if (cols.values) st["values"] = adv.values[i][k];
+        st["advantages"] = token_adv[k];
+        st["returns"] = returns;
+        if (cols.values) st["values"] = values;
       }
-      if (cols.token_kl) st["token_kl"] = adv.token_kl[i][k];
+      if (cols.token_kl) st["token_kl"] = row ? slice(adv.token_kl[static_cast<size_t>(sp.row)], sp) : kNone;
     }
     if (!j["steps"].empty())
       j["steps"][0]["prompt_text"] = tokenizer_.decode(j["steps"][0]["prompt_ids"].get<TokenIds>());

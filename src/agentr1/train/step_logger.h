@@ -3,7 +3,7 @@
 //
 //   StepLogger log(run, tokenizer, cfg.trainer.dump_trajectories, cfg.trainer.progress);
 //   Metrics more = rollout_metrics(trajs, adv.result);   // merged into the step's metrics
-//   log.dump_step(step, trajs, adv, dump_columns);      // trajectories/step_NNNNNN.jsonl
+//   log.dump_step(step, trajs, rows, adv, dump_columns); // trajectories/step_NNNNNN.jsonl
 //   log.metrics(step, m);                               // one line of metrics.jsonl
 //   log.progress(step, total, m, seconds);              // stderr, with an ETA
 //
@@ -49,8 +49,10 @@ class StepLogger {
   // dump_trajectories: per step, 0 = none, -1 = all. Neither argument is owned.
   StepLogger(const RunDir& run, const text::Tokenizer& tokenizer, int dump_trajectories, bool progress);
   void metrics(int64_t step, const Metrics& m) const;
-  void dump_step(int64_t step, const std::vector<Trajectory>& trajs, const AdvantagePhase::Output& adv,
-                 const DumpColumns& columns) const;
+  // The audit columns are read from `rows` (packed from trajs, after the advantage
+  // phase) and adv.token_kl.
+  void dump_step(int64_t step, const std::vector<Trajectory>& trajs, const std::vector<PackedRow>& rows,
+                 const AdvantagePhase::Output& adv, const DumpColumns& columns) const;
   // val_<step>.jsonl: up to 16 greedy trajectories with their samples; val/* metrics line;
   // a log line.
   void validation(int64_t step, const EvalResult& r, const std::vector<Sample>& samples) const;

@@ -92,6 +92,36 @@ std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
   return rows;
 }
 
+StepSpans step_spans(const std::vector<PackedRow>& rows, const std::vector<Trajectory>& trajs) {
+  StepSpans out(trajs.size());
+  for (size_t i = 0; i < trajs.size(); ++i) out[i].resize(trajs[i].steps.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const PackedRow& row = rows[r];
+    AGENTR1_CHECK(row.trajectory >= 0 && static_cast<size_t>(row.trajectory) < trajs.size(),
+                  "step_spans: row " << r << " is of trajectory " << row.trajectory << " but there are "
+                                     << trajs.size() << " trajectories");
+    std::vector<TokenSpan>& steps = out[static_cast<size_t>(row.trajectory)];
+    for (size_t t = 0; t < row.tokens.size(); ++t) {
+      if (!row.action[t]) continue;
+      const int32_t s = row.step_of[t];
+      AGENTR1_CHECK(s >= 0 && static_cast<size_t>(s) < steps.size(),
+                    "step_spans: row " << r << " token " << t << " is of step " << s << " but trajectory "
+                                       << row.trajectory << " has " << steps.size() << " steps");
+      TokenSpan& sp = steps[static_cast<size_t>(s)];
+      if (sp.n == 0) {
+        sp = TokenSpan{static_cast<int64_t>(r), static_cast<int64_t>(t), 1};
+        continue;
+      }
+      AGENTR1_CHECK(sp.row == static_cast<int64_t>(r) && sp.begin + sp.n == static_cast<int64_t>(t),
+                    "step_spans: trajectory " << row.trajectory << " step " << s
+                                              << "'s response tokens are not one contiguous run (row " << r
+                                              << " token " << t << ")");
+      ++sp.n;
+    }
+  }
+  return out;
+}
+
 void scatter_step_tokens(std::vector<PackedRow>& rows, const StepTokenValues& x,
                          std::vector<float> PackedRow::*field) {
   for (PackedRow& row : rows) {

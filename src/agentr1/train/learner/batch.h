@@ -69,7 +69,21 @@ void set_trajectory_advantages(std::vector<PackedRow>& rows, const std::vector<f
 std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs,
                                          const std::vector<float>& traj_advantage, bool merge_prefix_steps);
 
-// Per-token data shaped [trajectory][step][response token] (estimator inputs/outputs).
+// Where a step's action tokens lie in the packed rows: rows[row].tokens[begin, begin + n).
+// A step's response is contiguous in one row (pack_trajectories appends it whole).
+struct TokenSpan {
+  int64_t row = -1;     // -1 for a step without response tokens (n = 0)
+  int64_t begin = 0;
+  int64_t n = 0;
+};
+using StepSpans = std::vector<std::vector<TokenSpan>>;  // [trajectory][step], shaped like trajs
+
+// The span of every step of `trajs` in `rows`. Throws Error if a row names a trajectory
+// or step that `trajs` lacks, or a step's tokens are not one contiguous run.
+StepSpans step_spans(const std::vector<PackedRow>& rows, const std::vector<Trajectory>& trajs);
+
+// Per-token data shaped [trajectory][step][response token] (tests and one-off tools; the
+// trainer reads and writes the rows' columns in place through StepSpans).
 using StepTokenValues = std::vector<std::vector<std::vector<float>>>;
 
 // Writes x[trajectory][step][k] into rows[*].*field at the action tokens that step s
