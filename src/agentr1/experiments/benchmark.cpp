@@ -39,71 +39,23 @@ constexpr int64_t kSeenSeedOffset = 2000003;
 
 
 
-void check_keys(const json& j, const std::vector<std::string>& known, const std::string& what) {
-  for (auto it = j.begin(); it != j.end(); ++it)
-    AGENTR1_CHECK(std::find(known.begin(), known.end(), it.key()) != known.end(),
-                  what << ": unknown key '" << it.key() << "'; known: " << join(known, ", "));
-}
-
-// A map, or {} for a missing / null value.
-json map_at(const json& parent, const std::string& key, const std::string& what) {
-  if (!parent.contains(key) || parent[key].is_null()) return json::object();
-  AGENTR1_CHECK(parent[key].is_object(), what << "." << key << " must be a map, got " << describe_value(parent[key]));
-  return parent[key];
-}
-
-bool bool_at(const json& parent, const std::string& key, const std::string& what) {
-  if (!parent.contains(key) || parent[key].is_null()) return false;
-  AGENTR1_CHECK(parent[key].is_boolean(),
-                what << "." << key << " must be true or false, got " << describe_value(parent[key]));
-  return parent[key].get<bool>();
-}
-
 void check_family(const std::string& name, const std::string& what) {
   tasks::register_builtin_tasks();
   AGENTR1_CHECK(tasks::has_task_family(name), what << ": unknown task family '" << name
                                                    << "'; known: " << join(tasks::task_family_names(), ", "));
 }
 
-// A non-empty list of names (strings) without repeats.
-std::vector<std::string> name_list(const json& recipe, const std::string& key) {
-  const std::string what = "benchmark recipe: " + key;
-  AGENTR1_CHECK(recipe.contains(key), what << " is missing (a non-empty list of names)");
-  const json& d = recipe[key];
-  AGENTR1_CHECK(d.is_array() && !d.empty(), what << " must be a non-empty list of names, got " << describe_value(d));
-  std::vector<std::string> out;
-  for (const json& m : d) {
-    AGENTR1_CHECK(m.is_string(), what << " must list names (strings), got " << describe_value(m));
-    const std::string name = m.get<std::string>();
-    AGENTR1_CHECK(std::find(out.begin(), out.end(), name) == out.end(), what << ": '" << name << "' is listed twice");
-    out.push_back(name);
-  }
-  return out;
+// A list of names without repeats, non-empty.
+void check_name_list(const std::vector<std::string>& names, const std::string& key) {
+  AGENTR1_CHECK(!names.empty(), key << " must be a non-empty list of names");
+  for (size_t i = 0; i < names.size(); ++i)
+    AGENTR1_CHECK(std::find(names.begin(), names.begin() + i, names[i]) == names.begin() + i,
+                  key << ": '" << names[i] << "' is listed twice");
 }
 
-BenchmarkTask parse_task(const json& j, const std::string& what) {
-  AGENTR1_CHECK(j.is_object(), what << " must be a map with keys config, seen_eval, report_score, builtin_model, got "
-                                    << describe_value(j));
-  check_keys(j, {"config", "seen_eval", "report_score", "builtin_model"}, what);
-  BenchmarkTask t;
-  t.config = map_at(j, "config", what);
-  t.seen_eval = bool_at(j, "seen_eval", what);
-  t.report_score = bool_at(j, "report_score", what);
-  t.builtin_model = map_at(j, "builtin_model", what);
-  return t;
-}
-
-BenchmarkBudget parse_budget(const json& j, const std::string& what) {
-  AGENTR1_CHECK(j.is_object(), what << " must be a map with keys config, tasks, got " << describe_value(j));
-  check_keys(j, {"config", "tasks"}, what);
-  BenchmarkBudget b;
-  b.config = map_at(j, "config", what);
-  const json tasks = map_at(j, "tasks", what);
-  for (auto it = tasks.begin(); it != tasks.end(); ++it) {
-    check_family(it.key(), what + ".tasks");
-    b.task_config[it.key()] = map_at(tasks, it.key(), what + ".tasks");
-  }
-  return b;
+// null (an empty YAML value) as {}, so trees merge as maps.
+void null_to_map(json& tree) {
+  if (tree.is_null()) tree = json::object();
 }
 
 // Mean of critic/score/mean over the last `n` training steps of a run's metrics.jsonl
@@ -344,46 +296,57 @@ void write_outputs(const BenchmarkResult& r) {
 
 }  // namespace
 
+void BenchmarkBudget::validate() const {
+  check_config_tree(config, "config");
+  for (const auto& [family, tree] : task_config) {
+    check_family(family, "tasks");
+    check_config_tree(tree, "tasks." + family);
+  }
+}
+
+void BenchmarkTask::validate() const {
+  check_config_tree(config, "config");
+  check_config_tree(builtin_model, "builtin_model");
+}
+
+void BenchmarkRecipe::validate() const {
+  check_config_tree(builtin_model, "builtin_model");
+  check_name_list(default_methods, "default_methods");
+  check_name_list(default_tasks, "default_tasks");
+  for (const auto& t : default_tasks) check_family(t, "default_tasks");
+  for (const auto& kv : tasks) check_family(kv.first, "tasks");
+  for (const auto& t : default_tasks)
+    AGENTR1_CHECK(tasks.count(t), "default_tasks names '" << t << "' but tasks has no entry for it; HINT: add tasks."
+                                                          << t << ": {}");
+  for (const char* b : {"quick", "default"})
+    AGENTR1_CHECK(budgets.count(b), "budgets." << b << " is missing (budgets must have quick and default)");
+}
+
 BenchmarkRecipe parse_benchmark_recipe(const json& recipe, const MethodTable& methods) {
-  const std::vector<std::string> keys = {"builtin_model", "default_methods", "default_tasks", "tasks", "budgets"};
-  AGENTR1_CHECK(recipe.is_object(), "benchmark recipe must be a map with keys " << join(keys, ", ") << ", got "
-                                                                                << describe_value(recipe));
-  check_keys(recipe, keys, "benchmark recipe");
-  BenchmarkRecipe r;
-  r.builtin_model = map_at(recipe, "builtin_model", "benchmark recipe");
-  with_context("benchmark recipe: builtin_model", [&] {
-    DefaultModelOptions probe;
-    probe.apply_json(r.builtin_model);
-    return 0;
-  });
-  r.default_methods = name_list(recipe, "default_methods");
+  BenchmarkRecipe r = with_context("benchmark recipe", [&] { return bind_config<BenchmarkRecipe>(recipe); });
+  null_to_map(r.builtin_model);
+  for (auto& [family, t] : r.tasks) {
+    null_to_map(t.config);
+    null_to_map(t.builtin_model);
+  }
+  for (auto& [name, b] : r.budgets) {
+    null_to_map(b.config);
+    for (auto& [family, tree] : b.task_config) null_to_map(tree);
+  }
   for (const auto& m : r.default_methods)
     with_context("benchmark recipe: default_methods", [&] { return method_overrides(methods, m); });
-  r.default_tasks = name_list(recipe, "default_tasks");
-  for (const auto& t : r.default_tasks) check_family(t, "benchmark recipe: default_tasks");
-  AGENTR1_CHECK(recipe.contains("tasks"), "benchmark recipe: tasks is missing (a map family -> {config, seen_eval, "
-                                          "report_score})");
-  const json tasks = map_at(recipe, "tasks", "benchmark recipe");
-  for (auto it = tasks.begin(); it != tasks.end(); ++it) {
-    check_family(it.key(), "benchmark recipe: tasks");
-    r.tasks[it.key()] = parse_task(it.value(), "benchmark recipe: tasks." + it.key());
-  }
+  // The built-in models: the shared one, then each family's (its keys over the shared ones).
+  with_context("benchmark recipe", [&] {
+    DefaultModelOptions probe;
+    probe.apply_json(r.builtin_model, "builtin_model");
+    return 0;
+  });
   for (const auto& kv : r.tasks)
-    with_context("benchmark recipe: tasks." + kv.first + ".builtin_model", [&] {
+    with_context("benchmark recipe", [&] {
       DefaultModelOptions probe;
-      probe.apply_json(family_builtin_model(r, kv.first));
+      probe.apply_json(family_builtin_model(r, kv.first), "tasks." + kv.first + ".builtin_model");
       return 0;
     });
-  for (const auto& t : r.default_tasks)
-    AGENTR1_CHECK(r.tasks.count(t), "benchmark recipe: default_tasks names '" << t << "' but tasks has no entry for it"
-                                                                              << "; HINT: add tasks." << t << ": {}");
-  AGENTR1_CHECK(recipe.contains("budgets"), "benchmark recipe: budgets is missing (a map with quick and default)");
-  const json budgets = map_at(recipe, "budgets", "benchmark recipe");
-  for (auto it = budgets.begin(); it != budgets.end(); ++it)
-    r.budgets[it.key()] = parse_budget(it.value(), "benchmark recipe: budgets." + it.key());
-  for (const char* b : {"quick", "default"})
-    AGENTR1_CHECK(r.budgets.count(b), "benchmark recipe: budgets." << b << " is missing (budgets must have quick "
-                                                                   << "and default)");
   return r;
 }
 

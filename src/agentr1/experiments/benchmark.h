@@ -56,21 +56,41 @@ namespace agentr1::train {
 
 // One budget (configs/benchmark.yaml budgets.<name>): a config tree shared by every family
 // and method, plus per-family config trees (merged last, e.g. alfworld's shorter episodes).
+// Rules (validate()): config and each family's tree maps (null = {}), family names
+// registered task families.
 struct BenchmarkBudget {
   json config = json::object();
-  std::map<std::string, json> task_config;  // family -> config tree
+  std::map<std::string, json> task_config;  // family -> config tree (the YAML key `tasks`)
+
+  template <class V>
+  void visit(V& v) {
+    v.field("config", config, "config tree shared by every family and method");
+    v.field("tasks", task_config, "family -> config tree merged last for that family");
+  }
+  void validate() const;
 };
 
-// One family's entry (configs/benchmark.yaml tasks.<family>).
+// One family's entry (configs/benchmark.yaml tasks.<family>). Rules (validate()): config
+// and builtin_model maps (null = {}).
 struct BenchmarkTask {
   json config = json::object();  // config tree for this family (e.g. data.task_kwargs)
   bool seen_eval = false;        // also evaluate on train-split layouts (ALFWorld's "seen")
   bool report_score = false;     // also report 100 x mean reward (WebShop's score)
   json builtin_model = json::object();  // this family's built-in model: keys that replace
                                         // the recipe's builtin_model keys (a model per family)
+
+  template <class V>
+  void visit(V& v) {
+    v.field("config", config, "config tree for this family (e.g. data.task_kwargs)");
+    v.field("seen_eval", seen_eval, "also evaluate on train-split layouts (ALFWorld's seen)");
+    v.field("report_score", report_score, "also report 100 x mean reward (WebShop's score)");
+    v.field("builtin_model", builtin_model, "keys replacing the recipe's builtin_model for this family");
+  }
+  void validate() const;
 };
 
-// configs/benchmark.yaml:
+// configs/benchmark.yaml, bound through visit() (unknown keys, types and the nearest-key
+// hint from core/config; errors name the full key, e.g. tasks.alfworld.seen_eval):
 //   builtin_model: {...}              DefaultModelOptions::apply_json keys (checked here;
 //                                     the resolver builds the model)
 //   default_methods: [grpo, ...]      names from the method table (configs/compare.yaml)
@@ -82,10 +102,12 @@ struct BenchmarkTask {
 //                                     per family)
 //   budgets: {quick: {config: {...}, tasks: {<family>: {...config tree...}}},
 //             default: {...}}
-// Rules: exactly these top-level keys (builtin_model optional); every default task has an
-// entry under tasks; tasks' and budgets' family names are registered task families;
+// Rules (validate(), then parse_benchmark_recipe): default_methods and default_tasks
+// non-empty lists without repeats; default_methods in `methods`; every default task has
+// an entry under tasks; tasks' and budgets' family names are registered task families;
 // budgets has both "quick" and "default" (other names allowed); config entries (and a
-// budget's per-family entries) are maps, seen_eval and report_score booleans.
+// budget's per-family entries) are maps; builtin_model (and each family's model, keys
+// named tasks.<family>.builtin_model.<name>) passes DefaultModelOptions::apply_json.
 // Throws Error naming the key and the rule.
 struct BenchmarkRecipe {
   json builtin_model = json::object();
@@ -93,6 +115,16 @@ struct BenchmarkRecipe {
   std::vector<std::string> default_tasks;
   std::map<std::string, BenchmarkTask> tasks;
   std::map<std::string, BenchmarkBudget> budgets;
+
+  template <class V>
+  void visit(V& v) {
+    v.field("builtin_model", builtin_model, "the built-in model options shared by every family");
+    v.field("default_methods", default_methods, "methods run when the user names none");
+    v.field("default_tasks", default_tasks, "task families run when the user names none");
+    v.field("tasks", tasks, "family -> its entry");
+    v.field("budgets", budgets, "budget name -> its config (quick and default required)");
+  }
+  void validate() const;
 };
 BenchmarkRecipe parse_benchmark_recipe(const json& recipe, const MethodTable& methods);
 

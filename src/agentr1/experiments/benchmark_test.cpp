@@ -123,6 +123,39 @@ TEST(BenchmarkRecipeTest, ShippedRecipeRunsThePapersGridWithBothBudgets) {
   EXPECT_LT(hot.sft.optim.lr, hot.base_options().sft.optim.lr);
 }
 
+// The recipe binds through visit(): the parsed values are the YAML's, and an empty (null)
+// tree reads as {} (so layers still merge as maps).
+TEST(BenchmarkRecipeTest, ParsedValuesAreTheYamlsAndEmptyTreesAreMaps) {
+  const json y = shipped_recipe_json();
+  const BenchmarkRecipe r = parse_benchmark_recipe(y, shipped_methods());
+  EXPECT_EQ(r.builtin_model, y["builtin_model"]);
+  EXPECT_EQ(r.default_methods, y["default_methods"].get<std::vector<std::string>>());
+  EXPECT_EQ(r.default_tasks, y["default_tasks"].get<std::vector<std::string>>());
+  ASSERT_EQ(r.tasks.size(), y["tasks"].size());
+  for (const auto& [family, t] : y["tasks"].items()) {
+    const BenchmarkTask& p = r.tasks.at(family);
+    EXPECT_EQ(p.config, t.value("config", json::object())) << family;
+    EXPECT_EQ(p.builtin_model, t.value("builtin_model", json::object())) << family;
+    EXPECT_EQ(p.seen_eval, t.value("seen_eval", false)) << family;
+    EXPECT_EQ(p.report_score, t.value("report_score", false)) << family;
+  }
+  ASSERT_EQ(r.budgets.size(), y["budgets"].size());
+  for (const auto& [name, b] : y["budgets"].items()) {
+    EXPECT_EQ(r.budgets.at(name).config, b["config"]) << name;
+    ASSERT_EQ(r.budgets.at(name).task_config.size(), b["tasks"].size()) << name;
+    for (const auto& [family, tree] : b["tasks"].items()) EXPECT_EQ(r.budgets.at(name).task_config.at(family), tree);
+  }
+  json j = y;
+  j["builtin_model"] = nullptr;
+  j["tasks"]["arithmetic"]["config"] = nullptr;
+  j["budgets"]["quick"]["tasks"]["alfworld"] = nullptr;
+  const BenchmarkRecipe e = parse_benchmark_recipe(j, shipped_methods());
+  EXPECT_EQ(e.builtin_model, json::object());
+  EXPECT_EQ(e.tasks.at("arithmetic").config, json::object());
+  EXPECT_EQ(e.budgets.at("quick").task_config.at("alfworld"), json::object());
+  EXPECT_EQ(family_layer(e, "quick", "alfworld")["data"]["task"], "alfworld");
+}
+
 TEST(BenchmarkRecipeTest, ErrorsNameTheKeyAndTheRule) {
   const MethodTable methods = shipped_methods();
   auto err = [&](const std::function<void(json&)>& edit) {
@@ -132,7 +165,9 @@ TEST(BenchmarkRecipeTest, ErrorsNameTheKeyAndTheRule) {
   };
   auto has = [](const std::string& e, const std::string& part) { return e.find(part) != std::string::npos; };
   std::string e = err([](json& j) { j["budget"] = 1; });
-  EXPECT_TRUE(has(e, "unknown key 'budget'") && has(e, "known: builtin_model, default_methods")) << e;
+  EXPECT_TRUE(has(e, "unknown config key 'budget'") && has(e, "did you mean 'budgets'?") &&
+              has(e, "Valid keys at the top level: builtin_model, default_methods"))
+      << e;
   e = err([](json& j) { j["default_methods"] = {"grpo", "dpo"}; });
   EXPECT_TRUE(has(e, "default_methods") && has(e, "unknown comparison method 'dpo'; known: grpo")) << e;
   e = err([](json& j) { j["default_methods"] = json::array(); });
@@ -146,29 +181,35 @@ TEST(BenchmarkRecipeTest, ErrorsNameTheKeyAndTheRule) {
   e = err([](json& j) { j["tasks"]["sudoku"] = json::object(); });
   EXPECT_TRUE(has(e, "tasks: unknown task family 'sudoku'")) << e;
   e = err([](json& j) { j["tasks"]["alfworld"]["seen_eval"] = "yes"; });
-  EXPECT_TRUE(has(e, "tasks.alfworld.seen_eval must be true or false, got")) << e;
+  EXPECT_TRUE(has(e, "tasks.alfworld.seen_eval: expected a bool (true or false), got \"yes\"")) << e;
   e = err([](json& j) { j["tasks"]["alfworld"]["seen"] = true; });
-  EXPECT_TRUE(has(e, "tasks.alfworld: unknown key 'seen'; known: config, seen_eval, report_score")) << e;
+  EXPECT_TRUE(has(e, "unknown config key 'tasks.alfworld.seen'") &&
+              has(e, "Valid keys under 'tasks.alfworld': config, seen_eval, report_score, builtin_model."))
+      << e;
   e = err([](json& j) { j["tasks"]["hotpotqa"]["config"] = json::array({1}); });
-  EXPECT_TRUE(has(e, "tasks.hotpotqa.config must be a map")) << e;
+  EXPECT_TRUE(has(e, "tasks.hotpotqa: 'config' must be a map (a config tree; empty = none), got a list [1]")) << e;
   e = err([](json& j) { j["budgets"].erase("quick"); });
   EXPECT_TRUE(has(e, "budgets.quick is missing")) << e;
   e = err([](json& j) { j["budgets"]["quick"]["config"] = 3; });
-  EXPECT_TRUE(has(e, "budgets.quick.config must be a map, got")) << e;
+  EXPECT_TRUE(has(e, "budgets.quick: 'config' must be a map (a config tree; empty = none), got 3")) << e;
   e = err([](json& j) { j["budgets"]["quick"]["steps"] = 3; });
-  EXPECT_TRUE(has(e, "budgets.quick: unknown key 'steps'; known: config, tasks")) << e;
+  EXPECT_TRUE(has(e, "unknown config key 'budgets.quick.steps'") &&
+              has(e, "Valid keys under 'budgets.quick': config, tasks."))
+      << e;
   e = err([](json& j) { j["budgets"]["default"]["tasks"]["chess"] = json::object(); });
-  EXPECT_TRUE(has(e, "budgets.default.tasks: unknown task family 'chess'")) << e;
+  EXPECT_TRUE(has(e, "budgets.default: tasks: unknown task family 'chess'; known: alfworld")) << e;
   e = err([](json& j) { j["budgets"]["default"]["tasks"]["alfworld"] = json::array({"rollout.n=2"}); });
-  EXPECT_TRUE(has(e, "budgets.default.tasks.alfworld must be a map")) << e;
+  EXPECT_TRUE(has(e, "budgets.default: 'tasks.alfworld' must be a map")) << e;
   e = err([](json& j) { j["builtin_model"]["demoz"] = 1; });
   EXPECT_TRUE(has(e, "builtin_model") && has(e, "unknown config key 'builtin_model.demoz'")) << e;
   e = err([](json& j) { j.erase("budgets"); });
-  EXPECT_TRUE(has(e, "budgets is missing")) << e;
+  EXPECT_TRUE(has(e, "budgets.quick is missing (budgets must have quick and default)")) << e;
   e = err([](json& j) { j["tasks"]["hotpotqa"]["builtin_model"] = {{"sft_epochz", 4}}; });
-  EXPECT_TRUE(has(e, "tasks.hotpotqa.builtin_model") && has(e, "unknown config key 'builtin_model.sft_epochz'")) << e;
+  EXPECT_TRUE(has(e, "unknown config key 'tasks.hotpotqa.builtin_model.sft_epochz'") &&
+              has(e, "did you mean 'tasks.hotpotqa.builtin_model.sft_epochs'?"))
+      << e;
   e = err([](json& j) { j["tasks"]["hotpotqa"]["builtin_model"] = 4; });
-  EXPECT_TRUE(has(e, "tasks.hotpotqa.builtin_model must be a map")) << e;
+  EXPECT_TRUE(has(e, "tasks.hotpotqa: 'builtin_model' must be a map")) << e;
   // A model per family: the family's keys replace the shared ones key by key (its tasks
   // map replaces the shared tasks map, it is not merged into it).
   {

@@ -53,86 +53,58 @@ double last_train_reward(const std::string& metrics_path, int n) {
   return sum / k;
 }
 
-// The names of a recipe's default list (`what`, e.g. "comparison recipe: default_methods"),
-// each checked against the table.
-std::vector<std::string> parse_default_names(const json& d, const MethodTable& table, const std::string& what) {
-  AGENTR1_CHECK(d.is_array() && !d.empty(), what << " must be a non-empty list of names, got " << describe_value(d));
-  std::vector<std::string> out;
-  for (const json& m : d) {
-    AGENTR1_CHECK(m.is_string(), what << " must list names (strings), got " << describe_value(m));
-    with_context(what, [&] { return method_overrides(table, m.get<std::string>()); });
-    out.push_back(m.get<std::string>());
-  }
-  return out;
+// A recipe's default list (`key`, e.g. "default_methods"): non-empty, each name in `table`.
+void check_default_names(const std::vector<std::string>& names, const MethodTable& table, const std::string& key) {
+  AGENTR1_CHECK(!names.empty(), "'" << key << "' must be a non-empty list of names from the table; known: "
+                                    << join(known_methods(table), ", "));
+  for (const std::string& name : names) with_context(key, [&] { return method_overrides(table, name); });
 }
 
+// Binds a recipe of type R, errors prefixed with `what` ("comparison recipe").
+template <class R>
+R bind_recipe(const json& recipe, const std::string& what) {
+  return with_context(what, [&] { return bind_config<R>(recipe); });
+}
 
 }  // namespace
 
-MethodTable parse_method_table(const json& methods) {
-  const char* rule = "a map of method name -> list of \"key=value\" config overrides";
-  AGENTR1_CHECK(methods.is_object() && !methods.empty(),
-                "comparison method table must be " << rule << " with at least one method, got "
-                                                   << describe_value(methods));
+void check_config_tree(const json& tree, const std::string& key) {
+  AGENTR1_CHECK(tree.is_object() || tree.is_null(),
+                "'" << key << "' must be a map (a config tree; empty = none), got " << describe_value(tree));
+}
+
+MethodTable parse_method_table(const json& methods, const std::string& key) {
+  config_detail::BindContext ctx;
   MethodTable table;
-  for (auto it = methods.begin(); it != methods.end(); ++it) {
-    const std::string& name = it.key();
-    AGENTR1_CHECK(!name.empty(), "comparison method table: a method name is empty; names must be non-empty");
-    const json& list = it.value();
-    AGENTR1_CHECK(list.is_array(), "comparison method '" << name << "' must be a list of \"key=value\" config "
-                                                         << "overrides, got " << describe_value(list));
-    std::vector<std::string> overrides;
-    for (size_t i = 0; i < list.size(); ++i) {
-      const json& o = list[i];
-      const bool ok = o.is_string() && (o.get<std::string>().find('=') != std::string::npos ||
-                                        (o.get<std::string>().size() > 1 && o.get<std::string>()[0] == '~'));
-      AGENTR1_CHECK(ok, "comparison method '" << name << "': override " << i + 1
-                                              << " must be a \"key=value\" (or \"~key\") string, got "
-                                              << describe_value(o));
-      overrides.push_back(o.get<std::string>());
-    }
-    table.emplace_back(name, std::move(overrides));
-  }
+  config_detail::Codec<MethodTable>::read(methods, table, key, ctx);
+  config_detail::throw_if_errors(ctx.errors);
   return table;
 }
 
-CompareRecipe parse_compare_recipe(const json& recipe) {
-  AGENTR1_CHECK(recipe.is_object(), "comparison recipe must be a map with keys methods and default_methods, got "
-                                        << describe_value(recipe));
-  for (auto it = recipe.begin(); it != recipe.end(); ++it)
-    AGENTR1_CHECK(it.key() == "methods" || it.key() == "default_methods",
-                  "comparison recipe: unknown key '" << it.key() << "'; known: methods, default_methods");
-  AGENTR1_CHECK(recipe.contains("methods"), "comparison recipe: missing 'methods' (the method table)");
-  CompareRecipe r;
-  r.methods = with_context("comparison recipe: methods", [&] { return parse_method_table(recipe["methods"]); });
-  r.default_methods = parse_default_names(recipe.contains("default_methods") ? recipe["default_methods"] : json(),
-                                          r.methods, "comparison recipe: default_methods");
-  return r;
+void CompareRecipe::validate() const {
+  AGENTR1_CHECK(!methods.empty(), "'methods' is missing: the method table (name -> list of \"key=value\" config "
+                                  "overrides)");
+  check_default_names(default_methods, methods, "default_methods");
+}
+
+CompareRecipe parse_compare_recipe(const json& recipe) { return bind_recipe<CompareRecipe>(recipe, "comparison recipe"); }
+
+void ContextRecipe::validate() const {
+  check_config_tree(builtin_model, "builtin_model");
+  check_config_tree(config, "config");
+  AGENTR1_CHECK(!contexts.empty(), "'contexts' is missing: context name -> list of \"key=value\" config overrides");
+  check_default_names(default_contexts, contexts, "default_contexts");
 }
 
 ContextRecipe parse_context_recipe(const json& recipe) {
-  const char* keys = "builtin_model, config, contexts, default_contexts";
-  AGENTR1_CHECK(recipe.is_object(), "context recipe must be a map with keys " << keys << ", got "
-                                                                              << describe_value(recipe));
-  for (auto it = recipe.begin(); it != recipe.end(); ++it)
-    AGENTR1_CHECK(it.key() == "builtin_model" || it.key() == "config" || it.key() == "contexts" ||
-                      it.key() == "default_contexts",
-                  "context recipe: unknown key '" << it.key() << "'; known: " << keys);
-  ContextRecipe r;
-  for (const char* k : {"builtin_model", "config"}) {
-    if (!recipe.contains(k) || recipe[k].is_null()) continue;
-    AGENTR1_CHECK(recipe[k].is_object(), "context recipe: '" << k << "' must be a map, got " << describe_value(recipe[k]));
-    (std::string(k) == "config" ? r.config : r.builtin_model) = recipe[k];
-  }
-  with_context("context recipe: builtin_model", [&] {
+  ContextRecipe r = bind_recipe<ContextRecipe>(recipe, "context recipe");
+  if (r.builtin_model.is_null()) r.builtin_model = json::object();
+  if (r.config.is_null()) r.config = json::object();
+  with_context("context recipe", [&] {
     DefaultModelOptions probe;
-    probe.apply_json(r.builtin_model);
+    probe.apply_json(r.builtin_model, "builtin_model");
     return 0;
   });
-  AGENTR1_CHECK(recipe.contains("contexts"), "context recipe: missing 'contexts' (name -> config overrides)");
-  r.contexts = with_context("context recipe: contexts", [&] { return parse_method_table(recipe["contexts"]); });
-  r.default_contexts = parse_default_names(recipe.contains("default_contexts") ? recipe["default_contexts"] : json(),
-                                           r.contexts, "context recipe: default_contexts");
   return r;
 }
 
@@ -353,3 +325,54 @@ std::string format_comparison(const CompareResult& r) {
 }
 
 }  // namespace agentr1::train
+
+namespace agentr1::config_detail {
+
+void Codec<train::MethodTable>::read(const json& v, train::MethodTable& out, const std::string& key,
+                                     BindContext& ctx) {
+  const char* rule = "a map of method name -> list of \"key=value\" config overrides";
+  if (!v.is_object()) {
+    ctx.errors.push_back(type_error(key, rule, v));
+    return;
+  }
+  if (v.empty()) {
+    ctx.errors.push_back(key + ": expected " + rule + " with at least one method, got {}");
+    return;
+  }
+  train::MethodTable table;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string& name = it.key();
+    if (name.empty()) {
+      ctx.errors.push_back(key + ": a method name is empty; names must be non-empty");
+      continue;
+    }
+    const std::string entry = join_key(key, name);
+    const json& list = it.value();
+    if (!list.is_array()) {
+      ctx.errors.push_back(type_error(entry, "a list of \"key=value\" config overrides", list));
+      continue;
+    }
+    std::vector<std::string> overrides;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& o = list[i];
+      const bool ok = o.is_string() && (o.get<std::string>().find('=') != std::string::npos ||
+                                        (o.get<std::string>().size() > 1 && o.get<std::string>()[0] == '~'));
+      if (!ok) {
+        ctx.errors.push_back(type_error(entry + "[" + std::to_string(i) + "]",
+                                        "a \"key=value\" (or \"~key\") override string", o));
+        continue;
+      }
+      overrides.push_back(o.get<std::string>());
+    }
+    table.emplace_back(name, std::move(overrides));
+  }
+  out = std::move(table);
+}
+
+json Codec<train::MethodTable>::write(const train::MethodTable& x) {
+  json o = json::object();
+  for (const auto& [name, overrides] : x) o[name] = overrides;
+  return o;
+}
+
+}  // namespace agentr1::config_detail

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/json.h"
 #include "agentr1/train/evaluate.h"
 
@@ -34,22 +35,47 @@ namespace agentr1::train {
 // the table's order.
 using MethodTable = std::vector<std::pair<std::string, std::vector<std::string>>>;
 
+}  // namespace agentr1::train
+
+// A method table binds as a map in file order (see parse_method_table for the rules).
+namespace agentr1::config_detail {
+template <>
+struct Codec<train::MethodTable> {
+  static std::string type_name() { return "map[string, list[string]]"; }
+  static void read(const json& v, train::MethodTable& out, const std::string& key, BindContext& ctx);
+  static json write(const train::MethodTable& x);
+};
+}  // namespace agentr1::config_detail
+
+namespace agentr1::train {
+
 // The `methods` map of a comparison recipe:
 //   grpo: [algorithm.adv_estimator=grpo]
 //   gspo: [algorithm.adv_estimator=grpo, actor.policy_loss=gspo, ...]
 // Rules: a map (in file order) of non-empty names to lists (possibly empty) of strings,
-// each "key=value" or "~key" (override syntax, see core/config.h's apply_override).
-// Throws Error naming the entry and the rule ("method 'ppo': override 2 must be a
-// \"key=value\" string, got 3"). Whether the keys exist is checked by run_comparison.
-MethodTable parse_method_table(const json& methods);
+// each "key=value" or "~key" (override syntax, see core/config.h's apply_override), with
+// at least one method. Bound by the Codec<MethodTable> above; parse_method_table reads one
+// outside a recipe, `key` naming the map in errors. Throws Error naming the entry and the
+// rule ("methods.ppo[1]: expected a \"key=value\" (or \"~key\") override string, got 3").
+// Whether the keys exist is checked by run_comparison.
+MethodTable parse_method_table(const json& methods, const std::string& key = "methods");
 
-// A whole comparison recipe (configs/compare.yaml): {methods: <table>,
-// default_methods: [names]}. Throws Error for another top-level key, a missing or
-// malformed table (as parse_method_table), an empty default_methods, or a default name
-// not in the table (listing the known ones).
+// A whole comparison recipe (configs/compare.yaml), bound through visit():
+//   methods: <table>                 see parse_method_table
+//   default_methods: [names]         run when the user names none
+// parse_compare_recipe throws Error (core/config's: unknown keys with the nearest and the
+// valid ones, types, and validate()'s rules: the table present, default_methods a
+// non-empty list of names in the table, listing the known ones).
 struct CompareRecipe {
   MethodTable methods;                       // see parse_method_table
   std::vector<std::string> default_methods;  // run when the user names none
+
+  template <class V>
+  void visit(V& v) {
+    v.field("methods", methods, "method name -> list of \"key=value\" config overrides");
+    v.field("default_methods", default_methods, "names from methods, run when the user names none");
+  }
+  void validate() const;
 };
 CompareRecipe parse_compare_recipe(const json& recipe);
 
@@ -59,17 +85,31 @@ CompareRecipe parse_compare_recipe(const json& recipe);
 //   config: {data: {...}, rollout: {...}, ...}    a config tree every run shares
 //   default_contexts: [append_only, sliding_window, summarize]
 //   contexts: {append_only: ["++rollout.env_kwargs.context=append_only"], ...}
-// Rules: keys are exactly those four (builtin_model and config optional maps); contexts
-// is a method table (parse_method_table rules); default_contexts a non-empty list of
-// names in it. builtin_model is checked with DefaultModelOptions::apply_json. Throws
-// Error naming the key and the rule.
+// Bound through visit() (unknown keys and types from core/config). Rules (validate()):
+// builtin_model and config maps (empty or null = {}); contexts a method table
+// (parse_method_table rules); default_contexts a non-empty list of names in it. Then
+// parse_context_recipe checks builtin_model with DefaultModelOptions::apply_json (keys
+// named builtin_model.<name>). Throws Error naming the key and the rule.
 struct ContextRecipe {
   json builtin_model = json::object();
   json config = json::object();
   MethodTable contexts;
   std::vector<std::string> default_contexts;
+
+  template <class V>
+  void visit(V& v) {
+    v.field("builtin_model", builtin_model, "the built-in model every context starts from (apply_json keys)");
+    v.field("config", config, "a config tree every run shares");
+    v.field("contexts", contexts, "context name -> list of \"key=value\" config overrides");
+    v.field("default_contexts", default_contexts, "names from contexts, run when the user names none");
+  }
+  void validate() const;
 };
 ContextRecipe parse_context_recipe(const json& recipe);
+
+// A recipe's config-tree field (builtin_model, config, a budget's per-family tree): throws
+// Error "'<key>' must be a map ..." unless `tree` is a map or null (null reads as {}).
+void check_config_tree(const json& tree, const std::string& key);
 
 // What the runs differ in, which decides the table's columns (format_comparison).
 enum class CompareKind {

@@ -90,6 +90,32 @@ TEST(CompareRecipeTest, ShippedRecipeHasEveryMethodInOrder) {
   for (const auto& kv : r.methods) EXPECT_NO_THROW(method_config(kv.first)) << kv.first;
 }
 
+// The recipes bind through visit(): the parsed tables are the YAML's, in file order.
+TEST(CompareRecipeTest, ParsedValuesAreTheYamls) {
+  const json y = load_yaml_file(std::string(AGENTR1_SOURCE_DIR) + "/configs/compare.yaml");
+  const CompareRecipe r = shipped_recipe();
+  EXPECT_EQ(r.default_methods, y["default_methods"].get<std::vector<std::string>>());
+  ASSERT_EQ(r.methods.size(), y["methods"].size());
+  size_t i = 0;
+  for (const auto& [name, overrides] : y["methods"].items()) {
+    EXPECT_EQ(r.methods[i].first, name);
+    EXPECT_EQ(r.methods[i].second, overrides.get<std::vector<std::string>>()) << name;
+    ++i;
+  }
+  const json c = load_yaml_file(std::string(AGENTR1_SOURCE_DIR) + "/configs/contexts.yaml");
+  const ContextRecipe cr = parse_context_recipe(c);
+  EXPECT_EQ(cr.builtin_model, c["builtin_model"]);
+  EXPECT_EQ(cr.config, c["config"]);
+  EXPECT_EQ(cr.default_contexts, c["default_contexts"].get<std::vector<std::string>>());
+  ASSERT_EQ(cr.contexts.size(), c["contexts"].size());
+  i = 0;
+  for (const auto& [name, overrides] : c["contexts"].items()) {
+    EXPECT_EQ(cr.contexts[i].first, name);
+    EXPECT_EQ(cr.contexts[i].second, overrides.get<std::vector<std::string>>()) << name;
+    ++i;
+  }
+}
+
 TEST(CompareRecipeTest, UnknownMethodListsTheKnownOnes) {
   const CompareRecipe r = shipped_recipe();
   EXPECT_EQ(error_of([&] { method_overrides(r.methods, "dpo"); }),
@@ -101,21 +127,24 @@ TEST(CompareRecipeTest, MalformedTableNamesTheEntryAndTheRule) {
   EXPECT_EQ(parse_method_table(yaml_to_json("a: [x=1, '~y']\nb: []\n")),
             (MethodTable{{"a", {"x=1", "~y"}}, {"b", {}}}));
   const std::string not_map = error_of([] { parse_method_table(yaml_to_json("[grpo, ppo]")); });
-  EXPECT_NE(not_map.find("must be a map of method name -> list of \"key=value\" config overrides"),
+  EXPECT_NE(not_map.find("methods: expected a map of method name -> list of \"key=value\" config overrides, got"),
             std::string::npos)
       << not_map;
   EXPECT_NE(error_of([] { parse_method_table(yaml_to_json("{}")); }).find("at least one method"), std::string::npos);
   const std::string not_list = error_of([] { parse_method_table(yaml_to_json("grpo: algorithm.adv_estimator=grpo")); });
-  EXPECT_NE(not_list.find("comparison method 'grpo' must be a list of \"key=value\" config overrides, got "
+  EXPECT_NE(not_list.find("methods.grpo: expected a list of \"key=value\" config overrides, got "
                           "\"algorithm.adv_estimator=grpo\""),
             std::string::npos)
       << not_list;
   const std::string bad_item = error_of([] { parse_method_table(yaml_to_json("grpo: [a=1]\nppo: [a=1, 3]")); });
-  EXPECT_NE(bad_item.find("comparison method 'ppo': override 2 must be a \"key=value\" (or \"~key\") string, got 3"),
+  EXPECT_NE(bad_item.find("methods.ppo[1]: expected a \"key=value\" (or \"~key\") override string, got 3"),
             std::string::npos)
       << bad_item;
   const std::string no_eq = error_of([] { parse_method_table(yaml_to_json("ppo: [algorithm.adv_estimator]")); });
-  EXPECT_NE(no_eq.find("comparison method 'ppo': override 1 must be"), std::string::npos) << no_eq;
+  EXPECT_NE(no_eq.find("methods.ppo[0]: expected a \"key=value\" (or \"~key\") override string"), std::string::npos)
+      << no_eq;
+  const std::string named = error_of([] { parse_method_table(yaml_to_json("a: 3"), "contexts"); });
+  EXPECT_NE(named.find("contexts.a: expected a list"), std::string::npos) << named;
 }
 
 TEST(CompareRecipeTest, RecipeErrorsNameTheKey) {
@@ -125,14 +154,19 @@ TEST(CompareRecipeTest, RecipeErrorsNameTheKey) {
       << unknown_default;
   const std::string extra = error_of(
       [] { parse_compare_recipe(yaml_to_json("methods: {grpo: [a=1]}\ndefault_methods: [grpo]\nmethod: {}")); });
-  EXPECT_NE(extra.find("unknown key 'method'; known: methods, default_methods"), std::string::npos) << extra;
+  EXPECT_NE(extra.find("unknown config key 'method'; did you mean 'methods'? Valid keys at the top level: methods, "
+                       "default_methods."),
+            std::string::npos)
+      << extra;
   const std::string no_table = error_of([] { parse_compare_recipe(yaml_to_json("default_methods: [grpo]")); });
-  EXPECT_NE(no_table.find("missing 'methods'"), std::string::npos) << no_table;
+  EXPECT_NE(no_table.find("'methods' is missing: the method table"), std::string::npos) << no_table;
   const std::string no_default = error_of([] { parse_compare_recipe(yaml_to_json("methods: {grpo: [a=1]}")); });
-  EXPECT_NE(no_default.find("default_methods must be a non-empty list"), std::string::npos) << no_default;
+  EXPECT_NE(no_default.find("'default_methods' must be a non-empty list of names from the table; known: grpo"),
+            std::string::npos)
+      << no_default;
   const std::string bad_table =
       error_of([] { parse_compare_recipe(yaml_to_json("methods: {grpo: 3}\ndefault_methods: [grpo]")); });
-  EXPECT_NE(bad_table.find("comparison recipe: methods: comparison method 'grpo' must be a list"), std::string::npos)
+  EXPECT_NE(bad_table.find("comparison recipe: invalid config: methods.grpo: expected a list"), std::string::npos)
       << bad_table;
 }
 
@@ -170,8 +204,11 @@ TEST(ContextRecipeTest, ErrorsNameTheKeyAndTheRule) {
   EXPECT_NO_THROW(parse_context_recipe(ok));
   json bad = ok;
   bad["context"] = 1;
-  EXPECT_NE(error_of([&] { parse_context_recipe(bad); }).find("unknown key 'context'; known: builtin_model"),
-            std::string::npos);
+  const std::string unknown = error_of([&] { parse_context_recipe(bad); });
+  EXPECT_NE(unknown.find("unknown config key 'context'; did you mean 'contexts'? Valid keys at the top level: "
+                         "builtin_model, config, contexts, default_contexts."),
+            std::string::npos)
+      << unknown;
   bad = ok;
   bad["default_contexts"] = json::array({"b"});
   const std::string e = error_of([&] { parse_context_recipe(bad); });
@@ -194,7 +231,10 @@ TEST(ContextRecipeTest, ErrorsNameTheKeyAndTheRule) {
   EXPECT_NE(error_of([&] { parse_context_recipe(bad); }).find("min_level must be <= max_level"), std::string::npos);
   bad = ok;
   bad["config"] = json::array();
-  EXPECT_NE(error_of([&] { parse_context_recipe(bad); }).find("'config' must be a map"), std::string::npos);
+  EXPECT_NE(error_of([&] { parse_context_recipe(bad); }).find("'config' must be a map (a config tree"), std::string::npos);
+  bad = ok;
+  bad["config"] = nullptr;
+  EXPECT_EQ(parse_context_recipe(bad).config, json::object()) << "an empty tree reads as {}";
 }
 
 // The recipe of a model directory changes only where the options do: the default model's
