@@ -78,6 +78,42 @@ json Sample::to_json() const {
   return j;
 }
 
+const char* step_kind_name(StepKind k) {
+  switch (k) {
+    case StepKind::kAction: return "action";
+    case StepKind::kSummary: return "summary";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// The info keys of Step's typed fields, in the order to_json writes them.
+constexpr const char* kKindKey = "kind";
+constexpr const char* kFinishKey = "finish_reason";
+constexpr const char* kAnchorKey = "anchor";
+constexpr const char* kGameRewardKey = "game_reward";
+constexpr const char* kFieldKeys[] = {kKindKey, kFinishKey, kAnchorKey, kGameRewardKey};
+
+constexpr FinishReason kFinishReasons[] = {FinishReason::kStopToken, FinishReason::kStopString,
+                                           FinishReason::kLength, FinishReason::kContextFull,
+                                           FinishReason::kAborted};
+constexpr StepKind kStepKinds[] = {StepKind::kAction, StepKind::kSummary};
+
+std::string finish_reason_names() {
+  std::string out;
+  for (FinishReason f : kFinishReasons) out += std::string(out.empty() ? "" : ", ") + finish_reason_name(f);
+  return out;
+}
+
+}  // namespace
+
+bool is_step_field_info_key(const std::string& key) {
+  for (const char* k : kFieldKeys)
+    if (key == k) return true;
+  return false;
+}
+
 json Step::to_json() const {
   json j;
   j["prompt_ids"] = prompt_ids;
@@ -86,7 +122,23 @@ json Step::to_json() const {
   j["reward"] = reward;
   j["done"] = done;
   j["truncated"] = truncated;
-  j["info"] = info;
+  json info_j = json::object();
+  if (kind != StepKind::kAction) info_j[kKindKey] = step_kind_name(kind);
+  if (finish) info_j[kFinishKey] = finish_reason_name(*finish);
+  if (!anchor.empty()) info_j[kAnchorKey] = anchor;
+  if (game_reward) info_j[kGameRewardKey] = *game_reward;
+  AGENTR1_CHECK(info.is_object() || info.is_null(),
+                "Step::info must be a JSON object, got " << info.type_name());
+  if (info.is_object()) {
+    for (auto it = info.begin(); it != info.end(); ++it) {
+      AGENTR1_CHECK(!is_step_field_info_key(it.key()),
+                    "Step::info holds '" << it.key()
+                                         << "', the on-disk key of a typed field of Step (kind, finish, "
+                                            "anchor, game_reward); set the field instead");
+      info_j[it.key()] = it.value();
+    }
+  }
+  j["info"] = std::move(info_j);
   j["policy_version"] = policy_version;
   return j;
 }
@@ -100,6 +152,37 @@ Step Step::from_json(const json& j) {
   s.done = j.value("done", false);
   s.truncated = j.value("truncated", false);
   if (j.contains("info")) s.info = j["info"];
+  if (s.info.is_object()) {
+    json& info = s.info;
+    if (auto it = info.find(kKindKey); it != info.end()) {
+      bool known = false;
+      for (StepKind k : kStepKinds)
+        if (*it == step_kind_name(k)) {
+          s.kind = k;
+          known = true;
+        }
+      AGENTR1_CHECK(known, "step info 'kind' must be \"action\" or \"summary\", got " << it->dump());
+      info.erase(it);
+    }
+    if (auto it = info.find(kFinishKey); it != info.end()) {
+      for (FinishReason f : kFinishReasons)
+        if (*it == finish_reason_name(f)) s.finish = f;
+      AGENTR1_CHECK(s.finish.has_value(), "step info 'finish_reason' must be one of "
+                                              << finish_reason_names() << ", got "
+                                              << it->dump());
+      info.erase(it);
+    }
+    if (auto it = info.find(kAnchorKey); it != info.end()) {
+      AGENTR1_CHECK(it->is_string(), "step info 'anchor' must be a string, got " << it->dump().substr(0, 80));
+      s.anchor = it->get<std::string>();
+      info.erase(it);
+    }
+    if (auto it = info.find(kGameRewardKey); it != info.end()) {
+      AGENTR1_CHECK(it->is_number(), "step info 'game_reward' must be a number, got " << it->dump().substr(0, 80));
+      s.game_reward = it->get<float>();
+      info.erase(it);
+    }
+  }
   s.policy_version = j.value("policy_version", int64_t{0});
   return s;
 }

@@ -7,9 +7,16 @@
 // A Step stores the prompt and response ids exactly as the policy saw and sampled
 // them, with the behaviour log-probs. Training reads these ids; it never decodes and
 // re-tokenises text.
+//
+// What code branches on is a typed field (kind, finish, anchor, game_reward); `info` is
+// for what is only logged. On disk (to_json) the typed fields are written into "info"
+// under the keys they had before they were fields ("kind", "finish_reason", "anchor",
+// "game_reward"), first, and from_json reads them back out of it, so dumps keep their
+// keys and values and old dumps load.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +43,11 @@ struct Sample {
   json to_json() const;
 };
 
+// What a step is: a turn of the policy, or a model call an environment made itself
+// and wants trained (a summary of earlier turns, env/context_policy.h).
+enum class StepKind { kAction, kSummary };
+const char* step_kind_name(StepKind k);  // "action", "summary"
+
 struct Step {
   TokenIds prompt_ids;               // the full prompt the policy conditioned on
   TokenIds response_ids;             // exactly what it sampled
@@ -43,12 +55,35 @@ struct Step {
   float reward = 0.0f;               // per-step reward from the environment
   bool done = false;                 // the episode ended after this step
   bool truncated = false;            // ended by a budget (length, context), not by the env
-  json info = json::object();        // env/tool details (tool calls, errors, ...)
+  StepKind kind = StepKind::kAction; // a summary step is no answer and no turn (info "kind":
+                                     // "summary" on disk; an action step has no "kind")
+  std::optional<FinishReason> finish;  // how its generation ended; unset for a step that
+                                     // was not generated (e.g. built by hand). On disk:
+                                     // info "finish_reason" (finish_reason_name)
+  std::string anchor;                // the environment state the step acted in, for GiGPO's
+                                     // step groups (env::StepResult::anchor); "" = unknown,
+                                     // never grouped. On disk: info "anchor" when not ""
+  std::optional<float> game_reward;  // a text game's reward for this step
+                                     // (env::StepResult::game_reward), summed into the
+                                     // outcome by the "env" reward. On disk: info "game_reward"
+  json info = json::object();        // what is only logged: env/tool details (tool calls,
+                                     // errors, turn, truncated_by, ...). Must not hold the
+                                     // typed fields' keys (is_step_field_info_key)
   int64_t policy_version = 0;
+  std::string response_text;         // in memory only, never written by to_json: the
+                                     // response as the environment read it (env::Action::text,
+                                     // decoded once by the flow); "" when not decoded
 
+  // Throws Error when info holds a typed field's key.
   json to_json() const;
+  // Throws Error for a typed field's key in "info" with a value it cannot hold (an
+  // unknown finish reason or kind, a non-string anchor, a non-number game_reward).
   static Step from_json(const json& j);
 };
+
+// True for the info keys that hold Step's typed fields on disk: "kind",
+// "finish_reason", "anchor", "game_reward".
+bool is_step_field_info_key(const std::string& key);
 
 struct Trajectory {
   std::string uid;                   // unique id of this trajectory

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
 
 namespace agentr1 {
 namespace {
@@ -104,6 +105,101 @@ TEST(TrajectoryTest, RoundTripAndTotalReward) {
   EXPECT_EQ(back.steps[0].response_ids, s.response_ids);
   EXPECT_EQ(back.steps[0].response_logprobs, s.response_logprobs);
   EXPECT_EQ(back.to_json(), t.to_json());
+}
+
+// The typed fields are written into "info" under the keys they had as info entries,
+// first and in a fixed order, and read back out of it; info keeps only what is logged.
+TEST(StepTest, TypedFieldsRoundTripUnderInfoWithTheirKeys) {
+  Step s;
+  s.prompt_ids = {1, 2};
+  s.response_ids = {3};
+  s.response_logprobs = {-0.5f};
+  s.finish = FinishReason::kStopToken;
+  s.anchor = "You are in a room.";
+  s.game_reward = 0.1f;  // not a double: stored and read back as the float it is
+  s.info["turn"] = 2;
+  s.info["tool_calls"] = 1;
+  s.response_text = "in memory only";
+  const json j = s.to_json();
+  EXPECT_EQ(j["info"].dump(),
+            json::parse(R"({"finish_reason":"stop_token","anchor":"You are in a room.",)"
+                        R"("game_reward":0.10000000149011612,"turn":2,"tool_calls":1})")
+                .dump());
+  EXPECT_FALSE(j.contains("response_text"));
+  const Step back = Step::from_json(j);
+  EXPECT_EQ(back.kind, StepKind::kAction);
+  EXPECT_EQ(back.finish, FinishReason::kStopToken);
+  EXPECT_EQ(back.anchor, s.anchor);
+  ASSERT_TRUE(back.game_reward.has_value());
+  EXPECT_EQ(*back.game_reward, 0.1f);
+  EXPECT_EQ(back.info, s.info) << "the typed keys leave info";
+  EXPECT_EQ(back.response_text, "");
+  EXPECT_EQ(back.to_json(), j);
+
+  // A summary step: "kind" then "finish_reason", as the summarize policy wrote them.
+  Step sum;
+  sum.kind = StepKind::kSummary;
+  sum.finish = FinishReason::kLength;
+  sum.info["summarized_turns"] = 3;
+  EXPECT_EQ(sum.to_json()["info"].dump(),
+            R"({"kind":"summary","finish_reason":"length","summarized_turns":3})");
+  EXPECT_EQ(Step::from_json(sum.to_json()).kind, StepKind::kSummary);
+
+  // Unset fields write nothing: a hand-built step's info is what it holds.
+  Step plain;
+  EXPECT_EQ(plain.to_json()["info"], json::object());
+  const Step plain_back = Step::from_json(plain.to_json());
+  EXPECT_FALSE(plain_back.finish.has_value());
+  EXPECT_FALSE(plain_back.game_reward.has_value());
+  EXPECT_EQ(plain_back.anchor, "");
+}
+
+// A dump written when these were info entries (key order as the flow wrote them) loads
+// into the typed fields.
+TEST(StepTest, OldDumpsLoad) {
+  const json old = json::parse(R"({"prompt_ids":[1],"response_ids":[2,3],"response_logprobs":[-1,-2],
+    "reward":0.0,"done":true,"truncated":false,"info":{"turn":0,"finish_reason":"aborted",
+    "max_new_tokens":8,"anchor":"<start>","invalid_format":0,"game_reward":1.0,
+    "truncated_by":"aborted"},"policy_version":3})");
+  const Step s = Step::from_json(old);
+  EXPECT_EQ(s.finish, FinishReason::kAborted);
+  EXPECT_EQ(s.anchor, "<start>");
+  EXPECT_EQ(s.game_reward, 1.0f);
+  EXPECT_EQ(s.info, json::parse(R"({"turn":0,"max_new_tokens":8,"invalid_format":0,"truncated_by":"aborted"})"));
+  // Same keys and values; the typed ones now come first.
+  EXPECT_EQ(s.to_json()["info"].dump(),
+            R"({"finish_reason":"aborted","anchor":"<start>","game_reward":1.0,"turn":0,)"
+            R"("max_new_tokens":8,"invalid_format":0,"truncated_by":"aborted"})");
+}
+
+TEST(StepTest, TypedKeysAreCheckedBothWays) {
+  using testing::error_of;
+  Step s;
+  s.info["anchor"] = "x";  // must be Step::anchor
+  std::string e = error_of([&] { s.to_json(); });
+  EXPECT_NE(e.find("Step::info holds 'anchor'"), std::string::npos) << e;
+  EXPECT_TRUE(is_step_field_info_key("finish_reason"));
+  EXPECT_TRUE(is_step_field_info_key("kind"));
+  EXPECT_TRUE(is_step_field_info_key("game_reward"));
+  EXPECT_FALSE(is_step_field_info_key("turn"));
+
+  json j = Step().to_json();
+  j["info"]["finish_reason"] = "timeout";
+  e = error_of([&] { Step::from_json(j); });
+  EXPECT_NE(e.find("'finish_reason' must be one of stop_token, stop_string, length, context_full, aborted, "
+                   "got \"timeout\""),
+            std::string::npos)
+      << e;
+  j = Step().to_json();
+  j["info"]["kind"] = "tool";
+  e = error_of([&] { Step::from_json(j); });
+  EXPECT_NE(e.find("'kind' must be \"action\" or \"summary\", got \"tool\""), std::string::npos) << e;
+  j = Step().to_json();
+  j["info"]["anchor"] = 3;
+  EXPECT_NE(error_of([&] { Step::from_json(j); }).find("'anchor' must be a string"), std::string::npos);
+  j = Step().to_json();
+  j["info"]["game_reward"] = "1";
+  EXPECT_NE(error_of([&] { Step::from_json(j); }).find("'game_reward' must be a number"), std::string::npos);
 }
 
 }  // namespace

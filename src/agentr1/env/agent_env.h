@@ -55,12 +55,15 @@ class AgentEnv {
   // Applies the policy's response. Must not throw for anything the policy can cause
   // (malformed output is feedback); throws Error only for programming/config errors.
   //
-  // StepResult::info["anchor"] (optional, a string): the raw environment state the
-  // action was taken in — the observation the env produced before this step, not the
-  // whole prompt; "<start>" or the intro at the first step. GiGPO
+  // The response's text is action.text (see Action); an env does not decode action.ids.
+  //
+  // StepResult::anchor (optional, "" = none): the raw environment state the action was
+  // taken in — the observation the env produced before this step, not the whole
+  // prompt; "<start>" or the intro at the first step. GiGPO
   // (algorithm.adv_estimator=gigpo) groups the steps of one prompt's trajectories whose
   // anchors are equal; a step without one is never grouped. GameEnv uses the game's
-  // text observation, ToolEnv the previous turn's tool responses.
+  // text observation, ToolEnv the previous turn's tool responses. It becomes
+  // Step::anchor (info "anchor" in trajectory dumps).
   virtual StepResult step(const Action& action) = 0;
 };
 

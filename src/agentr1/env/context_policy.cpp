@@ -69,12 +69,6 @@ TokenIds next_prompt_ids(const Observation& next, const ContextPolicy& policy, c
   throw Error("context policy '" + policy.name() + "' returned messages; environments expect tokens or text");
 }
 
-size_t trailing_special_count(const text::Tokenizer& tokenizer, const TokenIds& ids) {
-  size_t n = 0;
-  while (n < ids.size() && tokenizer.is_special(ids[ids.size() - 1 - n])) ++n;
-  return n;
-}
-
 // ---------------------------------------------------------------------------------
 AppendOnlyPolicy::AppendOnlyPolicy(const text::Tokenizer& tokenizer,
                                    const text::ChatTemplate& chat_template,
@@ -300,15 +294,14 @@ Observation SummarizePolicy::next(const ContextTurn& turn) const {
   step.prompt_ids = req.prompt_ids;
   GenResult r = ctx_.generator->submit(std::move(req)).get();
   // The summary's text without its trailing end-of-turn tokens.
-  size_t n = r.token_ids.size();
-  while (n > 0 && ctx_.tokenizer->is_special(r.token_ids[n - 1])) --n;
-  const std::string summary = ctx_.tokenizer->decode(TokenIds(r.token_ids.begin(), r.token_ids.begin() + static_cast<std::ptrdiff_t>(n)));
+  const std::string summary = action_text(*ctx_.tokenizer, r.token_ids);
   if (options_.train_summary && turn.report != nullptr && !r.token_ids.empty()) {
     step.response_ids = r.token_ids;
     step.response_logprobs = r.logprobs;
     step.policy_version = r.policy_version;
-    step.info["kind"] = "summary";
-    step.info["finish_reason"] = finish_reason_name(r.finish);
+    step.kind = StepKind::kSummary;
+    step.finish = r.finish;
+    step.response_text = summary;
     step.info["summarized_turns"] = static_cast<int64_t>(omitted);
     step.info["transcript_lines_dropped"] = static_cast<int64_t>(dropped);
     turn.report->side_steps.push_back(std::move(step));

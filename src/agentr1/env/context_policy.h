@@ -316,8 +316,4 @@ std::unique_ptr<ContextPolicy> make_env_context_policy(const json& spec, const E
 // allowed). Throws Error for messages (environments expect tokens or text).
 TokenIds next_prompt_ids(const Observation& next, const ContextPolicy& policy, const text::Tokenizer& tokenizer);
 
-// The number of trailing ids of `ids` that are special tokens (e.g. 1 for a response
-// ending with <|im_end|>).
-size_t trailing_special_count(const text::Tokenizer& tokenizer, const TokenIds& ids);
-
 }  // namespace agentr1::env

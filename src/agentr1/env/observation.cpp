@@ -1,6 +1,7 @@
 #include "agentr1/env/observation.h"
 
 #include "agentr1/core/error.h"
+#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::env {
 
@@ -53,6 +54,17 @@ const TokenIds& Observation::tokens() const {
   AGENTR1_CHECK(kind_ == Kind::kTokens,
                 "Observation holds " << observation_kind_name(kind_) << ", not tokens");
   return tokens_;
+}
+
+size_t trailing_special_count(const text::Tokenizer& tokenizer, const TokenIds& ids) {
+  size_t n = 0;
+  while (n < ids.size() && tokenizer.is_special(ids[ids.size() - 1 - n])) ++n;
+  return n;
+}
+
+std::string action_text(const text::Tokenizer& tokenizer, const TokenIds& ids) {
+  const size_t n_special = trailing_special_count(tokenizer, ids);
+  return tokenizer.decode(TokenIds(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(n_special)));
 }
 
 }  // namespace agentr1::env

@@ -116,13 +116,11 @@ Observation GameEnv::reset(const Sample& sample) {
 StepResult GameEnv::step(const Action& action) {
   AGENTR1_CHECK(started_, "GameEnv::step called before reset()");
   AGENTR1_CHECK(!finished_, "GameEnv::step called after the episode ended; call reset() first");
-  const size_t n_special = trailing_special_count(*ctx_.tokenizer, action.ids);
-  const std::string text = ctx_.tokenizer->decode(
-      TokenIds(action.ids.begin(), action.ids.end() - static_cast<std::ptrdiff_t>(n_special)));
+  const std::string& text = action.text;  // without its trailing special tokens
 
   StepResult result;
+  result.anchor = anchor_;
   json info = json::object();
-  info["anchor"] = anchor_;
   const std::optional<std::string> command = extract_command(text);
   GameStep g;
   if (!command) {
@@ -135,7 +133,7 @@ StepResult GameEnv::step(const Action& action) {
     if (g.info.is_object())
       for (auto it = g.info.begin(); it != g.info.end(); ++it) info["game/" + it.key()] = it.value();
   }
-  info["game_reward"] = g.reward;
+  result.game_reward = g.reward;
   anchor_ = g.observation;
 
   const size_t assistant_index = messages_.size();

@@ -13,8 +13,8 @@
 //   reset(sample): messages = sample.prompt (the family's instructions), then the game's
 //     first observation (its intro) as one more user message; both are the head that no
 //     context policy drops. Returns the rendered head + generation prompt as token ids.
-//   step(action): the command is extracted from the response text (trailing special
-//     tokens removed) by extract_command() below. A response without a readable command
+//   step(action): the command is extracted from the response text (action.text:
+//     trailing special tokens removed) by extract_command() below. A response without a readable command
 //     is not sent to the game: the episode goes on with the feedback
 //     kInvalidFormatFeedback as the observation (info "invalid_format" = 1). Otherwise
 //     game->step(command) gives the observation, reward and done. The turn is recorded
@@ -22,9 +22,11 @@
 //     with show_admissible, followed by "\n\nAdmissible actions: a, b, c" while the game
 //     lists any); the next prompt comes from the context policy (context_policy.h), so
 //     append_only is token-exact and sliding_window keeps long episodes short.
-//   Rewards: the game's reward goes to the step's info "game_reward" and StepResult.reward
-//     stays 0; a sample whose reward style is "env" gets as outcome reward the sum of its
-//     steps' game_reward (flow/trajectory_builder.h), so success and GRPO see it once.
+//   Rewards: the game's reward goes to StepResult::game_reward (Step::game_reward, info
+//     "game_reward" in dumps) and StepResult.reward stays 0; a sample whose reward style
+//     is "env" gets as outcome reward the sum of its steps' game_reward
+//     (flow/trajectory_builder.h), so success and GRPO see it once. StepResult::anchor is
+//     the game's previous observation (the intro, or "<start>", at the first step).
 //
 // Registered envs' kwargs (the flow's env_kwargs merged with the sample's):
 //   context         context policy spec (default "append_only")
@@ -143,7 +145,7 @@ class GameEnv : public AgentEnv {
   size_t turn_index_ = 0;
   bool started_ = false;
   bool finished_ = false;
-  std::string anchor_;  // the game's last observation (info["anchor"] of the next step)
+  std::string anchor_;  // the game's last observation (StepResult::anchor of the next step)
 };
 
 // Registers game `name` and AgentEnv `name` as a GameEnv over the games `factory`

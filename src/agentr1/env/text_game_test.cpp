@@ -81,7 +81,7 @@ EnvContext ctx() {
 Action act(const std::string& text) {
   TokenIds ids = tok().encode(text, true);
   ids.push_back(*tok().token_to_id("<|im_end|>"));
-  return {ids, text + "<|im_end|>"};
+  return {ids, text};  // Action::text: without the trailing <|im_end|>
 }
 
 json msg(const char* role, const std::string& content) { return json{{"role", role}, {"content", content}}; }
@@ -129,7 +129,7 @@ TEST(GameEnvOptions, UnknownKeyAndTypes) {
   EXPECT_NO_THROW(GameEnvOptions::from_json(json{{"tools_in_prompt", false}}));
 }
 
-TEST(GameEnv, AppendOnlyEpisodeIsTokenExactAndRewardsGoToInfo) {
+TEST(GameEnv, AppendOnlyEpisodeIsTokenExactAndTheGameRewardIsTyped) {
   auto game = std::make_unique<CounterGame>(2);
   CounterGame* g = game.get();
   GameEnv env("counter", ctx(), std::move(game), GameEnvOptions{});
@@ -144,7 +144,10 @@ TEST(GameEnv, AppendOnlyEpisodeIsTokenExactAndRewardsGoToInfo) {
   StepResult r1 = env.step(bad);
   EXPECT_FALSE(r1.done);
   EXPECT_EQ(r1.info["invalid_format"], 1);
-  EXPECT_EQ(r1.info["game_reward"], 0.0);
+  EXPECT_EQ(r1.game_reward, 0.0f);
+  EXPECT_EQ(r1.anchor, "Count to 2. Now at 0.") << "the intro: the state the first action acted in";
+  EXPECT_FALSE(r1.info.contains("game_reward"));
+  EXPECT_FALSE(r1.info.contains("anchor"));
   EXPECT_TRUE(g->commands.empty());
   msgs.push_back(msg("assistant", "<action>inc"));
   msgs.push_back(msg("user", kInvalidFormatFeedback));
@@ -158,6 +161,7 @@ TEST(GameEnv, AppendOnlyEpisodeIsTokenExactAndRewardsGoToInfo) {
 
   StepResult r2 = env.step(act("<action>inc</action>"));
   EXPECT_EQ(r2.info["command"], "inc");
+  EXPECT_EQ(r2.anchor, kInvalidFormatFeedback);
   EXPECT_EQ(r2.info["game/n"], 1);
   EXPECT_EQ(r2.reward, 0.0f);
   msgs.push_back(msg("assistant", "<action>inc</action>"));
@@ -166,10 +170,11 @@ TEST(GameEnv, AppendOnlyEpisodeIsTokenExactAndRewardsGoToInfo) {
 
   StepResult r3 = env.step(act("<action>INC</action>"));   // the game decides: not "inc"
   EXPECT_EQ(r3.info["game/n"], 1);
+  EXPECT_EQ(r3.anchor, "Now at 1.");
   StepResult r4 = env.step(act("inc"));                     // a bare line is a command too
   EXPECT_TRUE(r4.done);
   EXPECT_EQ(r4.reward, 0.0f);                               // the outcome, not a step reward
-  EXPECT_EQ(r4.info["game_reward"], 1.0);
+  EXPECT_EQ(r4.game_reward, 1.0f);
   EXPECT_EQ(r4.info["observation"], "Now at 2.");
   EXPECT_EQ(r4.info["game_summary"]["reached"], 2);
   EXPECT_THROW(env.step(act("inc")), Error);

@@ -249,14 +249,12 @@ StepResult ToolEnv::step(const Action& action) {
   AGENTR1_CHECK(!finished_, "ToolEnv::step called after the episode ended; call reset() first");
 
   // The response text without its trailing special tokens (<|im_end|>, eos).
-  const size_t n_special = trailing_special_count(*ctx_.tokenizer, action.ids);
-  const std::string text = ctx_.tokenizer->decode(
-      TokenIds(action.ids.begin(), action.ids.end() - static_cast<std::ptrdiff_t>(n_special)));
+  const std::string& text = action.text;
   const text::ParsedResponse parsed = format_->parse(text);
 
   StepResult result;
+  result.anchor = anchor_;
   json info = json::object();
-  info["anchor"] = anchor_;
   int n_calls = 0, n_errors = 0, n_timeouts = 0, n_malformed = 0, n_unknown = 0;
   json calls_info = json::array();
 

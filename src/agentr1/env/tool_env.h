@@ -41,7 +41,8 @@
 // "tool_errors" (all failed calls), "tool_timeouts", "malformed_calls",
 // "unknown_tools", "context_omitted_turns" (earlier turns the next prompt leaves out,
 // by the context policy), plus "calls": [{"name", "status"}] with status one of ok,
-// error, timeout, unknown_tool, malformed, over_limit.
+// error, timeout, unknown_tool, malformed, over_limit. StepResult.anchor is the previous
+// turn's tool responses, joined by "\n" ("<start>" at the first step).
 #pragma once
 
 #include <memory>

@@ -85,7 +85,7 @@ TokenIds byte_ids(const std::string& s) {
 Action action_of(TokenIds ids) {
   Action a;
   a.ids = std::move(ids);
-  a.text = tok().decode(a.ids);
+  a.text = action_text(tok(), a.ids);
   return a;
 }
 
@@ -439,13 +439,15 @@ TEST_F(EnvFixture, ToolFailuresAreFeedbackAndCounted) {
   EXPECT_TRUE(contains(next, "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n")) << next;
   // GiGPO's anchor: the state each step acted in; "<start>" first, then the previous
   // turn's tool responses in call order.
-  EXPECT_EQ(r.info["anchor"], "<start>");
+  EXPECT_EQ(r.anchor, "<start>");
+  EXPECT_FALSE(r.info.contains("anchor"));
+  EXPECT_FALSE(r.game_reward.has_value());
   // The episode goes on.
   TokenIds done = tok().encode("ok", true);
   done.push_back(special("<|im_end|>"));
   const StepResult last = env.step(action_of(done));
   EXPECT_TRUE(last.done);
-  const std::string anchor = last.info["anchor"].get<std::string>();
+  const std::string anchor = last.anchor;
   EXPECT_EQ(anchor.rfind("Error: unknown tool 'calc'", 0), 0u) << anchor;
   EXPECT_TRUE(contains(anchor, "\nError: tool 'broken' failed: boom\n")) << anchor;
   EXPECT_TRUE(contains(anchor, "Error: malformed tool call")) << anchor;

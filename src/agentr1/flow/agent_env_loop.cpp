@@ -6,7 +6,6 @@
 #include "agentr1/core/rng.h"
 #include "agentr1/env/agent_env.h"
 #include "agentr1/flow/trajectory_builder.h"
-#include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::flow {
 namespace {
@@ -41,12 +40,20 @@ Trajectory AgentEnvLoop::run(const Sample& sample, const FlowContext& ctx, const
       b.add(std::move(*step));
       break;
     }
-    env::Action action{step->response_ids, ctx.tokenizer->decode(step->response_ids)};
+    env::Action action{step->response_ids, step->response_text};
     env::StepResult r = env->step(action);
     latency.sleep(latency_rng);
     step->reward = r.reward;
     step->done = r.done;
-    for (const auto& kv : r.info.items()) step->info[kv.key()] = kv.value();
+    step->anchor = std::move(r.anchor);
+    step->game_reward = r.game_reward;
+    for (const auto& kv : r.info.items()) {
+      AGENTR1_CHECK(!is_step_field_info_key(kv.key()),
+                    "env '" << env_name_ << "' returned StepResult::info['" << kv.key()
+                            << "'], the key of a typed Step field; set StepResult::anchor or "
+                               "game_reward instead (info is only logged)");
+      step->info[kv.key()] = kv.value();
+    }
     b.add(std::move(*step));
     for (Step& side : r.side_steps) b.add(std::move(side));  // e.g. a trained summary
     if (r.done) break;

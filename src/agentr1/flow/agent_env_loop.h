@@ -7,9 +7,10 @@
 // Per run: env = make_env(name, {tokenizer, chat_template, tool_pool, render options},
 // merge_env_kwargs(opts.env_kwargs, sample.env_kwargs)); obs = env->reset(sample); then
 // each turn generates from the observation's prompt ids (TrajectoryBuilder: budgets,
-// seeds), hands Action{ids, decode(ids)} to env->step, and records the Step with the
-// env's reward, done and info (plus "turn", "finish_reason", "max_new_tokens"). The
-// outcome reward and metrics come from TrajectoryBuilder::finish.
+// seeds), hands Action{ids, Step::response_text} (the text decoded once by the builder)
+// to env->step, and records the Step with the env's reward, done, anchor, game_reward
+// and info (plus the builder's finish and info "turn", "max_new_tokens"). The outcome
+// reward and metrics come from TrajectoryBuilder::finish.
 #pragma once
 
 #include <set>

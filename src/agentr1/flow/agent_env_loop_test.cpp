@@ -4,7 +4,9 @@
 
 #include <chrono>
 
+#include "agentr1/core/testing.h"
 #include "agentr1/core/thread_pool.h"
+#include "agentr1/env/agent_env.h"
 #include "agentr1/flow/test_support.h"
 #include "agentr1/flow/trajectory_builder.h"
 #include "agentr1/tasks/builtin.h"
@@ -70,8 +72,23 @@ TEST_F(LoopTest, MultiTurnToolUseIsTokenExact) {
   EXPECT_TRUE(b.done);
   EXPECT_FALSE(b.truncated);
   EXPECT_EQ(a.info["tool_calls"], 1);
-  EXPECT_EQ(a.info["finish_reason"], "stop_token");
+  EXPECT_EQ(a.finish, FinishReason::kStopToken);
+  EXPECT_EQ(a.kind, StepKind::kAction);
   EXPECT_EQ(b.info["turn"], 1);
+  // The response decoded once, without <|im_end|>: what the env parsed and the reward read.
+  EXPECT_EQ(a.response_text, think + call);
+  EXPECT_EQ(b.response_text, "<think>\nok\n</think>\n\nIt is 5.\n#### 5");
+  // ToolEnv's anchor: "<start>", then the previous turn's tool responses.
+  EXPECT_EQ(a.anchor, "<start>");
+  EXPECT_EQ(b.anchor, "5");
+  EXPECT_FALSE(a.game_reward.has_value());
+  // The dump keeps the typed fields under info with their old keys.
+  const json dumped = a.to_json();
+  EXPECT_EQ(dumped["info"]["finish_reason"], "stop_token");
+  EXPECT_EQ(dumped["info"]["anchor"], "<start>");
+  EXPECT_FALSE(dumped["info"].contains("kind"));
+  EXPECT_FALSE(a.info.contains("finish_reason"));
+  EXPECT_FALSE(a.info.contains("anchor"));
   EXPECT_FLOAT_EQ(t.outcome_reward, 1.0f);
   EXPECT_FLOAT_EQ(t.total_reward(), 1.25f);
   EXPECT_EQ(t.metrics["num_turns"], 2);
@@ -403,6 +420,100 @@ TEST_F(LoopTest, EnvLatencyDelaysEachStepAndChangesNothingElse) {
   bad.env_latency_ms = {1, 2, 3};
   EXPECT_THROW(bad.validate(), Error);
   (void)fast;
+}
+
+// The reward reads the last turn without its trailing stop ids, the env reads it
+// without its trailing special tokens: the text decoded once serves both where the two
+// strip the same ids, and the reward's is decoded on its own where they do not.
+TEST_F(LoopTest, RewardAndEnvTextsWhereTheirStripRulesDiffer) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // The outcome reward is the length of the text the reward function got.
+    tasks::register_reward_fn("flow_test_text_length", [](const json&) -> tasks::RewardFn {
+      return [](const std::string& text, const json&, const json&) { return static_cast<float>(text.size()); };
+    });
+  });
+  auto run = [&](TokenIds response, TokenIds extra_stops) {
+    ScriptedGenerator gen(ScriptedGenerator::queue({std::move(response)}));
+    FlowContext ctx = make_context(&gen);
+    FlowOptions o = opts();
+    o.reward_fn = "flow_test_text_length";
+    o.sampling.stop_token_ids = std::move(extra_stops);
+    return AgentEnvLoop("tool").run(make_sample("2+3?", "5"), ctx, o, 1);
+  };
+  // Ends with <|im_end|>, a stop and a special token: both rules drop it.
+  Trajectory t = run(turn_ids("#### 5"), {});
+  EXPECT_EQ(t.steps[0].response_text, "#### 5");
+  EXPECT_FLOAT_EQ(t.outcome_reward, 6.0f);
+  // A special token that is no stop before <|im_end|>: the env drops both, the reward
+  // only the stop.
+  TokenIds r = tok().encode("#### 5", true);
+  r.push_back(special("<|im_start|>"));
+  r.push_back(special("<|im_end|>"));
+  t = run(r, {});
+  EXPECT_EQ(t.steps[0].response_text, "#### 5");
+  EXPECT_FLOAT_EQ(t.outcome_reward, static_cast<float>(std::string("#### 5<|im_start|>").size()));
+  // A stop id that is an ordinary token ("5"): the reward drops it, the env keeps it.
+  const TokenIds five = byte_ids("5");
+  t = run(byte_ids("#### 5"), five);
+  EXPECT_EQ(t.steps[0].finish, FinishReason::kStopToken);
+  EXPECT_EQ(t.steps[0].response_text, "#### 5");
+  EXPECT_FLOAT_EQ(t.outcome_reward, 5.0f);
+}
+
+// An env's anchor and game reward reach the Step as typed fields; a typed field's key
+// in StepResult::info is refused, naming the field to set.
+class TypedFieldsEnv : public env::AgentEnv {
+ public:
+  explicit TypedFieldsEnv(json kwargs) : kwargs_(std::move(kwargs)) {}
+  std::string name() const override { return "flow_test_typed"; }
+  env::Observation reset(const Sample& sample) override {
+    return env::Observation::from_messages(sample.prompt);
+  }
+  env::StepResult step(const env::Action& action) override {
+    env::StepResult r;
+    r.done = true;
+    r.anchor = "state of " + action.text;
+    r.game_reward = 0.75f;
+    r.info["seen"] = action.text;
+    if (kwargs_.contains("bad_key")) r.info[kwargs_["bad_key"].get<std::string>()] = 1;
+    return r;
+  }
+
+ private:
+  json kwargs_;
+};
+
+TEST_F(LoopTest, EnvAnchorAndGameRewardAreTypedFields) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    env::register_env("flow_test_typed", [](const env::EnvContext&, const json& kwargs) {
+      return std::make_unique<TypedFieldsEnv>(kwargs);
+    });
+  });
+  auto run = [&](json env_kwargs) {
+    ScriptedGenerator gen(ScriptedGenerator::queue({turn_ids("go north")}));
+    FlowContext ctx = make_context(&gen);
+    FlowOptions o;
+    o.env_kwargs = std::move(env_kwargs);
+    o.reward_fn = kEnvReward;
+    return AgentEnvLoop("flow_test_typed").run(make_sample("q", "5"), ctx, o, 1);
+  };
+  const Trajectory t = run(json::object());
+  ASSERT_EQ(t.steps.size(), 1u);
+  const Step& s = t.steps[0];
+  EXPECT_EQ(s.info["seen"], "go north") << "Action::text: without <|im_end|>";
+  EXPECT_EQ(s.anchor, "state of go north");
+  ASSERT_TRUE(s.game_reward.has_value());
+  EXPECT_FLOAT_EQ(*s.game_reward, 0.75f);
+  EXPECT_FLOAT_EQ(t.outcome_reward, 0.75f) << "the env reward sums the steps' game_reward";
+  EXPECT_EQ(s.to_json()["info"]["game_reward"], 0.75);
+  for (const char* key : {"anchor", "game_reward", "finish_reason", "kind"}) {
+    const std::string e = agentr1::testing::error_of([&] { run({{"bad_key", key}}); });
+    EXPECT_NE(e.find("env 'flow_test_typed' returned StepResult::info['" + std::string(key) + "']"),
+              std::string::npos)
+        << e;
+  }
 }
 
 }  // namespace

@@ -53,7 +53,8 @@ TEST(SingleStepFlow, BudgetsAndOverflow) {
   ASSERT_EQ(t.steps.size(), 1u);
   EXPECT_EQ(gen.requests()[0].sampling.max_new_tokens, 4);
   EXPECT_EQ(t.steps[0].response_ids.size(), 4u);
-  EXPECT_EQ(t.steps[0].info["finish_reason"], "length");
+  EXPECT_EQ(t.steps[0].finish, FinishReason::kLength);
+  EXPECT_EQ(t.steps[0].to_json()["info"]["finish_reason"], "length");
   EXPECT_EQ(t.metrics["finish/length"], 1);
 
   o.max_prompt_tokens = 3;

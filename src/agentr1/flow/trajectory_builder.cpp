@@ -123,8 +123,9 @@ std::optional<Step> TrajectoryBuilder::generate(TokenIds prompt_ids) {
   step.response_ids = std::move(r.token_ids);
   step.response_logprobs = std::move(r.logprobs);
   step.policy_version = r.policy_version;
+  step.finish = r.finish;
+  step.response_text = env::action_text(*ctx_.tokenizer, step.response_ids);
   step.info["turn"] = turn;
-  step.info["finish_reason"] = finish_reason_name(r.finish);
   step.info["max_new_tokens"] = cap;
   if (r.finish == FinishReason::kAborted) aborted_ = true;
   return step;
@@ -132,7 +133,7 @@ std::optional<Step> TrajectoryBuilder::generate(TokenIds prompt_ids) {
 
 void TrajectoryBuilder::add(Step step) {
   response_tokens_ += static_cast<int>(step.response_ids.size());
-  if (step.info.value("finish_reason", "") == std::string("aborted")) {
+  if (step.finish == FinishReason::kAborted) {
     aborted_ = true;
     step.truncated = true;
     step.done = false;
@@ -141,13 +142,15 @@ void TrajectoryBuilder::add(Step step) {
   steps_.push_back(std::move(step));
 }
 
-std::string TrajectoryBuilder::response_text(const Step& step) const {
-  size_t n = step.response_ids.size();
-  while (n > 0 && std::find(stop_ids_.begin(), stop_ids_.end(), step.response_ids[n - 1]) !=
-                      stop_ids_.end())
-    --n;
-  return ctx_.tokenizer->decode(TokenIds(step.response_ids.begin(),
-                                         step.response_ids.begin() + static_cast<std::ptrdiff_t>(n)));
+std::string TrajectoryBuilder::reward_text(const Step& step) const {
+  const TokenIds& ids = step.response_ids;
+  size_t n = ids.size();
+  while (n > 0 && std::find(stop_ids_.begin(), stop_ids_.end(), ids[n - 1]) != stop_ids_.end()) --n;
+  // response_text keeps ids[0, size - trailing specials); "" with ids left may be a step
+  // nobody decoded.
+  const bool decoded = !step.response_text.empty() || n == 0;
+  if (decoded && n == ids.size() - env::trailing_special_count(*ctx_.tokenizer, ids)) return step.response_text;
+  return ctx_.tokenizer->decode(TokenIds(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n)));
 }
 
 std::string reward_fn_name_for(const Sample& sample, const FlowOptions& opts) {
@@ -173,7 +176,7 @@ Trajectory TrajectoryBuilder::finish(const Sample& sample) {
   const Step* last_turn = nullptr;
   int turns = 0, summaries = 0;
   for (const auto& s : steps_) {
-    if (s.info.value("kind", "") == std::string("summary")) {
+    if (s.kind == StepKind::kSummary) {
       ++summaries;
       continue;
     }
@@ -183,15 +186,13 @@ Trajectory TrajectoryBuilder::finish(const Sample& sample) {
   if (fn_name == kEnvReward) {
     // The environment scored the episode (text games): the sum of its game rewards.
     double sum = 0;
-    for (const auto& s : steps_) {
-      auto it = s.info.find("game_reward");
-      if (it != s.info.end() && it->is_number()) sum += it->get<double>();
-    }
+    for (const auto& s : steps_)
+      if (s.game_reward) sum += static_cast<double>(*s.game_reward);
     t.outcome_reward = static_cast<float>(sum);
   } else if (last_turn != nullptr) {
     tasks::RewardFn fn = tasks::make_reward_fn(fn_name, opts_.reward_kwargs);
     t.outcome_reward = with_context("reward function '" + fn_name + "'", [&] {
-      return fn(response_text(*last_turn), sample.ground_truth, sample.extra_info);
+      return fn(reward_text(*last_turn), sample.ground_truth, sample.extra_info);
     });
   }
 
@@ -228,7 +229,7 @@ Trajectory TrajectoryBuilder::finish(const Sample& sample) {
   for (FinishReason f : kFinishReasons) {
     int count = 0;
     for (const auto& s : steps_)
-      if (s.info.value("finish_reason", "") == std::string(finish_reason_name(f))) ++count;
+      if (s.finish == f) ++count;
     m[std::string("finish/") + finish_reason_name(f)] = count;
   }
   t.metrics = std::move(m);

@@ -61,26 +61,33 @@ class TrajectoryBuilder {
   TokenIds prompt_ids(const env::Observation& obs) const;
 
   // One turn: checks the budgets (see above), then generates. The Step has prompt_ids,
-  // response_ids, response_logprobs, policy_version and info {"turn", "finish_reason"};
-  // the caller fills reward/done/info from the environment and passes it to add().
+  // response_ids, response_logprobs, policy_version, finish, response_text (the
+  // response decoded once, env::action_text: what the env reads as Action::text) and
+  // info {"turn", "max_new_tokens"}; the caller fills reward/done/anchor/game_reward/info
+  // from the environment and passes it to add().
   // Throws Error for an empty prompt or a generator that breaks its contract (more
   // tokens than asked, logprobs not one per token).
   std::optional<Step> generate(TokenIds prompt_ids);
 
-  // Appends a step. A step whose generation was aborted by the engine is marked
-  // truncated (info["truncated_by"] = "aborted"); aborted() is then true.
+  // Appends a step. A step whose generation was aborted by the engine (finish ==
+  // kAborted) is marked truncated (info["truncated_by"] = "aborted"); aborted() is then
+  // true.
   void add(Step step);
   bool aborted() const { return aborted_; }
   const std::vector<Step>& steps() const { return steps_; }
 
-  // The response text of a step for rewards and humans: decode of its response ids
-  // without trailing stop tokens.
-  std::string response_text(const Step& step) const;
+  // The text a reward function reads: decode of the step's response ids without their
+  // trailing stop ids (the sampling's and the context's). That is the step's
+  // response_text (which drops trailing special tokens) whenever the two rules drop the
+  // same ids, as for every response that ends with a stop id that is a special token
+  // (<|im_end|>, eos) or with an ordinary token; only otherwise (a length cut after a
+  // special token that is no stop, a stop id that is not special) is it decoded again.
+  std::string reward_text(const Step& step) const;
 
-  // Outcome reward (the reward function on the last step's response text against the
+  // Outcome reward (the reward function on the last turn's reward_text against the
   // sample's ground truth; 0 when there are no steps; for kEnvReward the sum of the
-  // steps' game_reward) and metrics. Throws Error when no
-  // reward function matches (see FlowOptions::reward_fn).
+  // steps' game_reward) and metrics. Summary steps (Step::kind) are no turn. Throws
+  // Error when no reward function matches (see FlowOptions::reward_fn).
   Trajectory finish(const Sample& sample);
 
  private:
@@ -100,7 +107,7 @@ class TrajectoryBuilder {
 };
 
 // The reserved reward name "env": the outcome reward is the sum of the steps'
-// info["game_reward"] (text games, env/text_game.h), not a function of the response.
+// Step::game_reward (text games, env/text_game.h), not a function of the response.
 // Chosen by a sample's reward style "env" (when its data_source names no reward
 // function) or by FlowOptions::reward_fn = "env".
 inline constexpr const char* kEnvReward = "env";

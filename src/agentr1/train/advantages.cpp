@@ -51,8 +51,7 @@ AdvantageResult estimate_advantages(const std::vector<Trajectory>& trajs, std::v
       if (values && step_values) x.value = row.value[b];
       if (values && !step_values) x.token_values = algo::FloatView(row.value.data() + b, n);
       if (in.token_kl != nullptr) x.token_kl = algo::FloatView((*in.token_kl)[static_cast<size_t>(sp.row)].data() + b, n);
-      const auto anchor = st.info.find("anchor");
-      if (anchor != st.info.end() && anchor->is_string()) x.anchor = anchor->get<std::string>();
+      x.anchor = st.anchor;
       x.advantages = row.advantage.data() + b;
       x.returns = row.returns.data() + b;
       tt.steps.push_back(std::move(x));

@@ -512,12 +512,12 @@ TEST(AlfworldFamily, PlaysThroughGameEnvWithTheSlidingWindow) {
     const std::string text = "<action>" + *cmd + "</action>";
     TokenIds ids = tok.encode(text, true);
     ids.push_back(*tok.token_to_id("<|im_end|>"));
-    r = env->step({ids, text + "<|im_end|>"});
+    r = env->step({ids, text});  // Action::text: without the trailing <|im_end|>
     ++turns;
   }
   EXPECT_GE(turns, 6);
   EXPECT_TRUE(r.done);
-  EXPECT_EQ(r.info["game_reward"], 1.0);
+  EXPECT_EQ(r.game_reward, 1.0f);
   EXPECT_EQ(r.info["game_summary"]["won"], true);
 }
 

@@ -976,10 +976,10 @@ TEST(WebshopFamily, PlaysThroughGameEnv) {
     const std::string text = "<action>" + *cmd + "</action>";
     TokenIds ids = tok.encode(text, true);
     ids.push_back(*tok.token_to_id("<|im_end|>"));
-    r = env->step({ids, text + "<|im_end|>"});
+    r = env->step({ids, text});  // Action::text: without the trailing <|im_end|>
   }
   EXPECT_TRUE(r.done);
-  EXPECT_EQ(r.info["game_reward"], 1.0);
+  EXPECT_EQ(r.game_reward, 1.0f);
 }
 
 }  // namespace

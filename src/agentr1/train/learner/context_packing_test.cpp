@@ -105,7 +105,7 @@ TEST(ContextPackingTest, SummarizeWritesTheSummaryAndTrainsItOnlyWhenAsked) {
     ASSERT_EQ(t.steps.size(), train ? 6u : 4u);
     // The prompt of turn 3 (after 2 turns, keep_last 1): head, the summary, turn 2.
     const Step& third = train ? t.steps[3] : t.steps[2];
-    ASSERT_NE(third.info.value("kind", ""), "summary");
+    ASSERT_EQ(third.kind, StepKind::kAction);
     json convo = sample.prompt;
     convo.push_back({{"role", "user"}, {"content", "Summary of the 1 earlier turn: SUMMARY-A"}});
     const std::string third_text = tok().decode(third.prompt_ids);
@@ -117,7 +117,7 @@ TEST(ContextPackingTest, SummarizeWritesTheSummaryAndTrainsItOnlyWhenAsked) {
     // as action tokens with the trajectory's advantage.
     size_t summary_tokens = 0;
     for (size_t k = 0; k < t.steps.size(); ++k) {
-      if (t.steps[k].info.value("kind", "") != "summary") continue;
+      if (t.steps[k].kind != StepKind::kSummary) continue;
       EXPECT_EQ(t.steps[k].response_ids, summary);
       EXPECT_TRUE(contains(tok().decode(t.steps[k].prompt_ids), "Summarize the earlier turns"));
       summary_tokens += t.steps[k].response_ids.size();
@@ -128,7 +128,7 @@ TEST(ContextPackingTest, SummarizeWritesTheSummaryAndTrainsItOnlyWhenAsked) {
       for (size_t i = 0; i < r.tokens.size(); ++i) {
         if (!r.action[i]) continue;
         with_advantage += r.advantage[i] == 0.5f;
-        if (t.steps[static_cast<size_t>(r.step_of[i])].info.value("kind", "") == "summary") ++in_summary_rows;
+        if (t.steps[static_cast<size_t>(r.step_of[i])].kind == StepKind::kSummary) ++in_summary_rows;
       }
     EXPECT_EQ(in_summary_rows, summary_tokens);
     EXPECT_EQ(summary_tokens, train ? 2 * summary.size() : 0u);
@@ -185,7 +185,7 @@ TEST(ContextPackingTest, SummaryRequestsAreCutToTheGeneratorsContext) {
   EXPECT_LT(reqs.back().prompt_ids.size(), longest_summary);
   int64_t dropped = 0;
   for (const Step& st : cut.steps)
-    if (st.info.value("kind", "") == "summary") dropped += st.info.value("transcript_lines_dropped", int64_t{0});
+    if (st.kind == StepKind::kSummary) dropped += st.info.value("transcript_lines_dropped", int64_t{0});
   EXPECT_GT(dropped, 0);
   EXPECT_FLOAT_EQ(cut.outcome_reward, 1.0f) << "the episode goes on to its answer";
   EXPECT_EQ(cut.metrics.at("num_turns"), full.metrics.at("num_turns"));
