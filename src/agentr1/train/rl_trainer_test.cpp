@@ -270,6 +270,24 @@ TEST(RLTrainerTest, ConfigErrorsNameTheKey) {
   tree = default_train_tree();
   apply_override(tree, "rollout.kv_block_size=0");
   EXPECT_THROW(load_train_config(tree), Error);
+  // rollout.engine binds by name (local | remote) and writes back the same name.
+  tree = default_train_tree();
+  EXPECT_EQ(tree["rollout"]["engine"], "local");
+  EXPECT_EQ(load_train_config(tree).rollout.engine, RolloutEngine::kLocal);
+  EXPECT_FALSE(load_train_config(tree).rollout.remote_engine());
+  apply_override(tree, "rollout.engine=gpu");
+  try {
+    load_train_config(tree);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rollout.engine: expected \"local\" (the in-process engine) or \"remote\" "
+                                         "(OpenAI-compatible servers, rollout.remote.*), got \"gpu\""),
+              std::string::npos)
+        << e.what();
+  }
+  RolloutConfig remote;
+  remote.engine = RolloutEngine::kRemote;
+  EXPECT_EQ(config_to_json(remote)["engine"], "remote");
 }
 
 // The task family and the device are chosen by name: unknown names list the known ones

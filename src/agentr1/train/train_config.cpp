@@ -43,9 +43,6 @@ void RolloutConfig::validate() const {
                 "rollout.engine_threads must be in 0..1024 (0 = trainer.threads), got " << engine_threads);
   AGENTR1_CHECK(engine_nice >= 0 && engine_nice <= 19,
                 "rollout.engine_nice must be in 0..19 (a lower priority; 0 = unchanged), got " << engine_nice);
-  AGENTR1_CHECK(engine == "local" || engine == "remote",
-                "rollout.engine must be local (in-process) or remote (OpenAI-compatible servers), got '" << engine
-                                                                                                       << "'");
   if (remote_engine()) remote.validate_remote();
   flow.validate();
 }
@@ -104,4 +101,23 @@ TrainConfig load_train_config(const json& tree) {
   return cfg;
 }
 
+const char* rollout_engine_name(RolloutEngine e) { return e == RolloutEngine::kRemote ? "remote" : "local"; }
+
 }  // namespace agentr1::train
+
+namespace agentr1::config_detail {
+
+void Codec<train::RolloutEngine>::read(const json& v, train::RolloutEngine& out, const std::string& key,
+                                       BindContext& ctx) {
+  const char* valid = "\"local\" (the in-process engine) or \"remote\" (OpenAI-compatible servers, rollout.remote.*)";
+  const std::string name = v.is_string() ? v.get<std::string>() : "";
+  if (name == "local") {
+    out = train::RolloutEngine::kLocal;
+  } else if (name == "remote") {
+    out = train::RolloutEngine::kRemote;
+  } else {
+    ctx.errors.push_back(type_error(key, valid, v));
+  }
+}
+
+}  // namespace agentr1::config_detail

@@ -15,6 +15,7 @@
 
 #include "agentr1/algo/estimator.h"
 #include "agentr1/algo/kl_controller.h"
+#include "agentr1/core/config.h"
 #include "agentr1/core/json.h"
 #include "agentr1/flow/agent_flow.h"
 #include "agentr1/train/learner/actor.h"
@@ -62,6 +63,29 @@ struct ModelOptions {
   }
 };
 
+// Where rollouts generate (rollout.engine, bound by name: local | remote).
+enum class RolloutEngine {
+  kLocal,   // "local": the in-process engine, sharing the learner's weights
+  kRemote,  // "remote": OpenAI-compatible servers (rollout.remote; rollout_backend.h)
+};
+// "local" | "remote".
+const char* rollout_engine_name(RolloutEngine e);
+
+}  // namespace agentr1::train
+
+// RolloutEngine binds by name; a value other than local or remote fails naming the key and
+// both values.
+namespace agentr1::config_detail {
+template <>
+struct Codec<train::RolloutEngine> {
+  static std::string type_name() { return "string"; }
+  static void read(const json& v, train::RolloutEngine& out, const std::string& key, BindContext& ctx);
+  static json write(const train::RolloutEngine& x) { return train::rollout_engine_name(x); }
+};
+}  // namespace agentr1::config_detail
+
+namespace agentr1::train {
+
 struct RolloutConfig {
   int n = 8;                      // trajectories per prompt (GRPO group size)
   int max_batch = 64;             // engine: sequences decoded together
@@ -89,9 +113,9 @@ struct RolloutConfig {
                                   // priority (0..19; 0 = unchanged), so the learner keeps the
                                   // cores it wants and generation fills what it leaves idle
                                   // (measured on 2 cores: 1.16x steps/h at nice 10 vs 0.96x at 0)
-  std::string engine = "local";   // where rollouts generate: local (the in-process engine,
-                                  // sharing the learner's weights) | remote (OpenAI-compatible
-                                  // servers: rollout.remote; rollout_backend.h)
+  RolloutEngine engine = RolloutEngine::kLocal;  // where rollouts generate: local (the in-process
+                                  // engine, sharing the learner's weights) | remote
+                                  // (OpenAI-compatible servers: rollout.remote; rollout_backend.h)
   RemoteRolloutOptions remote;    // rollout.engine=remote: servers, wire format, retries,
                                   // where the weights are handed over
   flow::FlowOptions flow;         // budgets, sampling, agent, env kwargs
@@ -126,7 +150,7 @@ struct RolloutConfig {
   }
   void validate() const;
   bool asynchronous() const { return async || max_staleness > 0; }
-  bool remote_engine() const { return engine == "remote"; }
+  bool remote_engine() const { return engine == RolloutEngine::kRemote; }
 };
 
 struct AlgorithmOptions {
