@@ -26,6 +26,7 @@
 #include "agentr1/core/trajectory.h"
 #include "agentr1/flow/agent_flow.h"
 #include "agentr1/model/transformer.h"
+#include "agentr1/train/learner/metrics.h"
 #include "agentr1/train/learner/optimizer.h"
 #include "agentr1/train/learner/update.h"
 

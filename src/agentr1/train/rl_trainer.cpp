@@ -22,6 +22,7 @@
 #include "agentr1/text/tokenizer/tokenizer.h"
 #include "agentr1/train/rollout/async_rollout_source.h"
 #include "agentr1/train/learner/batch.h"
+#include "agentr1/train/learner/metrics.h"
 #include "agentr1/train/device.h"
 
 namespace agentr1::train {
@@ -38,10 +39,6 @@ std::string default_run_name(const std::string& estimator) {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
   return estimator + "-" + buf;
-}
-
-void merge_into(Metrics& m, const Metrics& more) {
-  for (const auto& kv : more) m[kv.first] = kv.second;
 }
 
 // "2 servers (http://a:8000, http://b:8000), api openai, model 'm'"

@@ -28,6 +28,7 @@
 #include "agentr1/algo/policy_loss.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/train/learner/batch.h"
+#include "agentr1/train/learner/metrics.h"
 #include "agentr1/train/learner/optimizer.h"
 #include "agentr1/train/learner/scoring.h"
 #include "agentr1/train/distributed/distributed.h"

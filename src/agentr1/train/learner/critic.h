@@ -33,6 +33,7 @@
 #include "agentr1/algo/value_loss.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/train/learner/batch.h"
+#include "agentr1/train/learner/metrics.h"
 #include "agentr1/train/learner/optimizer.h"
 #include "agentr1/train/distributed/distributed.h"
 #include "agentr1/train/learner/update.h"

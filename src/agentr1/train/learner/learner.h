@@ -22,6 +22,7 @@
 #include "agentr1/train/learner/actor.h"
 #include "agentr1/train/learner/batch.h"
 #include "agentr1/train/learner/critic.h"
+#include "agentr1/train/learner/metrics.h"
 #include "agentr1/train/learner/update.h"
 
 namespace agentr1::train {

@@ -36,7 +36,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -44,14 +43,13 @@
 
 #include "agentr1/algo/loss_agg.h"
 #include "agentr1/train/learner/batch.h"
+#include "agentr1/train/learner/metrics.h"
 #include "agentr1/train/learner/optimizer.h"
 #include "agentr1/train/learner/scoring.h"
 
 namespace agentr1::train {
 
 class ProcessGroup;
-
-using Metrics = std::map<std::string, double>;
 
 struct UpdateLoopOptions {
   int epochs = 1;                       // passes over the rows
