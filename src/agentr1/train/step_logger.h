@@ -24,7 +24,7 @@
 #include "agentr1/train/advantages.h"
 #include "agentr1/train/evaluate.h"
 #include "agentr1/train/run_dir.h"
-#include "agentr1/train/learner/update.h"
+#include "agentr1/train/learner/metrics.h"
 
 namespace agentr1::text {
 class Tokenizer;
