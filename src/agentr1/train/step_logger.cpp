@@ -38,19 +38,18 @@ void StepLogger::metrics(int64_t step, const Metrics& m) const { run_.append_jso
 void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, const std::vector<PackedRow>& rows,
                            const AdvantagePhase::Output& adv, const DumpColumns& cols) const {
   const StepSpans spans = step_spans(rows, trajs);
-  // A step's entries of a per-token column (empty for a step without response tokens).
-  auto slice = [](const std::vector<float>& column, const TokenSpan& sp) {
-    if (sp.n == 0) return std::vector<float>();
-    return std::vector<float>(column.begin() + sp.begin, column.begin() + sp.begin + sp.n);
+  // A step's entries of one per-token column of its row (empty for a step without
+  // response tokens, which has no row).
+  auto cut = [](const std::vector<float>& v, const TokenSpan& sp) {
+    return std::vector<float>(v.begin() + sp.begin, v.begin() + sp.begin + sp.n);
   };
-  static const std::vector<float> kNone;
-  auto row_of = [&](const TokenSpan& sp) -> const PackedRow* {
-    return sp.n == 0 ? nullptr : &rows[static_cast<size_t>(sp.row)];
+  auto slice = [&](std::vector<float> PackedRow::*column, const TokenSpan& sp) {
+    return sp.n == 0 ? std::vector<float>() : cut(rows[static_cast<size_t>(sp.row)].*column, sp);
   };
   for (size_t i = 0; i < trajs.size() && (dump_ < 0 || static_cast<int>(i) < dump_); ++i) {
     json j = trajs[i].to_json();
     std::vector<std::vector<float>> token_adv;
-    for (const TokenSpan& sp : spans[i]) token_adv.push_back(sp.n == 0 ? kNone : slice(row_of(sp)->advantage, sp));
+    for (const TokenSpan& sp : spans[i]) token_adv.push_back(slice(&PackedRow::advantage, sp));
     double sum = 0;
     size_t n = 0;
     for (const auto& st : token_adv)
@@ -61,9 +60,8 @@ void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, c
     for (size_t k = 0; k < j["steps"].size(); ++k) {
       json& st = j["steps"][k];
       const TokenSpan& sp = spans[i][k];
-      const PackedRow* row = row_of(sp);
-      const std::vector<float> returns = row ? slice(row->returns, sp) : kNone;
-      const std::vector<float> values = row && cols.values ? slice(row->value, sp) : kNone;
+      const std::vector<float> returns = slice(&PackedRow::returns, sp);
+      const std::vector<float> values = cols.values ? slice(&PackedRow::value, sp) : std::vector<float>();
       st["response_text"] = tokenizer_.decode(st["response_ids"].get<TokenIds>());
       st["advantage"] = token_adv[k];
       const bool per_step = cols.step_level && !token_adv[k].empty();
@@ -76,7 +74,8 @@ void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, c
         st["returns"] = returns;
         if (cols.values) st["values"] = values;
       }
-      if (cols.token_kl) st["token_kl"] = row ? slice(adv.token_kl[static_cast<size_t>(sp.row)], sp) : kNone;
+      if (cols.token_kl)
+        st["token_kl"] = sp.n == 0 ? std::vector<float>() : cut(adv.token_kl[static_cast<size_t>(sp.row)], sp);
     }
     if (!j["steps"].empty())
       j["steps"][0]["prompt_text"] = tokenizer_.decode(j["steps"][0]["prompt_ids"].get<TokenIds>());
