@@ -21,6 +21,14 @@ check() {  # check NAME CONDITION...
   if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
 }
 py=/usr/bin/python3
+server_url() {  # server_url LOG: waits (<= 30 s) for the server $pid to print its address
+  for _ in $(seq 300); do
+    grep -q "listening on" "$1" 2>/dev/null && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  sed -n 's/^agentr1 serve: listening on \(http:[^ ]*\)$/\1/p' "$1" | head -1
+}
 tok="$src/tests/fixtures/flow/tiny_qwen3"
 tiny=(--arch qwen3 --tokenizer "$tok" --intermediate-size 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 8)
 "$bin" init-model "${tiny[@]}" --hidden-size 32 --out "$tmp/model" >/dev/null 2>&1
@@ -41,12 +49,7 @@ key=k3y
 "$bin" serve --model "$tmp/model" --port 0 --threads 1 --max-batch 8 --max-context 1024 --api-key $key \
   >"$tmp/stdout" 2>"$tmp/log" &
 pid=$!
-for _ in $(seq 300); do
-  grep -q "listening on" "$tmp/log" 2>/dev/null && break
-  kill -0 $pid 2>/dev/null || break
-  sleep 0.1
-done
-url=$(sed -n 's/^agentr1 serve: listening on \(http:[^ ]*\)$/\1/p' "$tmp/log" | head -1)
+url=$(server_url "$tmp/log")
 check "serve prints its address" test -n "$url"
 check "serve prints it on stdout too" grep -q "^agentr1 serve: listening on $url\$" "$tmp/stdout"
 [[ -n $url ]] || { cat "$tmp/log"; exit 1; }
@@ -188,5 +191,50 @@ rc=$?
 pid=
 check "SIGTERM: clean exit 0" test $rc -eq 0
 check "SIGTERM: logged the stop" grep -q "serve: stopped" "$tmp/log"
-[[ $fail -eq 0 ]] || { echo "--- server log (tail)"; tail -20 "$tmp/log"; }
+
+# LoRA: a server over base + adapter (--lora, unmerged) answers as the merged model and
+# as `agentr1 score` on the adapter directory; reloads take adapter directories (another
+# step's adapter changes outputs; a plain model is refused and the adapter keeps serving).
+"$bin" train model.path="$tmp/model" trainer.output_dir="$tmp/lrun" trainer.total_steps=2 trainer.save_freq=1 \
+  data.train_batch_size=2 rollout.n=2 data.val_size=1 rollout.val_k=0 rollout.max_new_tokens=6 \
+  actor.lora.rank=4 actor.entropy_coeff=0.5 actor.optim.lr=0.05 trainer.threads=1 trainer.progress=false \
+  >/dev/null 2>"$tmp/ltrain.log"
+a1=$tmp/lrun/checkpoints/step_000001
+a2=$tmp/lrun/checkpoints/step_000002
+check "lora: the run wrote PEFT adapters" test -f "$a1/adapter_model.safetensors" -a -f "$a2/adapter_config.json"
+"$bin" merge-lora --base "$tmp/model" --adapter "$a1" --out "$tmp/merged1" >/dev/null
+check "merge-lora: a plain model" test -f "$tmp/merged1/model.safetensors" -a ! -f "$tmp/merged1/adapter_config.json"
+"$bin" serve --model "$tmp/model" --lora "$a1" --port 0 --threads 1 --max-batch 4 --max-context 512 \
+  >/dev/null 2>"$tmp/llog" &
+pid=$!
+url=$(server_url "$tmp/llog")
+check "lora: serve --lora listens" test -n "$url"
+auth=()
+post /v1/completions "$greedy" >"$tmp/l1.json"
+ids_of() { $py -c "import json; c=json.load(open('$1'))['choices'][0]; print(json.dumps(c['prompt_token_ids'] + c['token_ids']))"; }
+ids_of "$tmp/l1.json" | "$bin" score --model "$a1" --threads 1 >"$tmp/ls1.json"
+check "lora: log-probs = score of base + adapter" lp_match "$tmp/l1.json" "$tmp/ls1.json"
+ids_of "$tmp/l1.json" | "$bin" score --model "$tmp/merged1" --threads 1 >"$tmp/lm1.json"
+check "lora: log-probs = score of the merged model" lp_match "$tmp/l1.json" "$tmp/lm1.json"
+post /update_weights_from_disk "{\"model_path\": \"$a2\", \"policy_version\": 2}" >/dev/null
+check "lora: adapter reload succeeds" json_ok "b['success'] is True"
+post /v1/completions "$greedy" >"$tmp/l2.json"
+ids_of "$tmp/l2.json" | "$bin" score --model "$a2" --threads 1 >"$tmp/ls2.json"
+check "lora: after the reload, log-probs = score of the new adapter" lp_match "$tmp/l2.json" "$tmp/ls2.json"
+check "lora: the new adapter changed the output" $py -c "
+import json,sys
+a=json.load(open('$tmp/l1.json'))['choices'][0]; b=json.load(open('$tmp/l2.json'))['choices'][0]
+sys.exit(0 if a['logprobs']['token_logprobs'] != b['logprobs']['token_logprobs'] and b['policy_version'] == 2 else 1)"
+post /update_weights_from_disk "{\"model_path\": \"$tmp/other\"}" >/dev/null
+check "lora: a plain model is refused (400)" is_error 400
+check "lora: the refusal says adapters only" json_ok "'adapter' in b['message']"
+post /v1/completions "$greedy" >"$tmp/l3.json"
+check "lora: the adapter keeps serving" $py -c "
+import json,sys
+a=json.load(open('$tmp/l2.json'))['choices'][0]; b=json.load(open('$tmp/l3.json'))['choices'][0]
+sys.exit(0 if a['token_ids'] == b['token_ids'] and a['logprobs'] == b['logprobs'] else 1)"
+kill -TERM $pid
+wait $pid
+pid=
+[[ $fail -eq 0 ]] || { echo "--- server log (tail)"; tail -20 "$tmp/log"; tail -20 "$tmp/llog"; }
 exit $fail

@@ -31,6 +31,7 @@ namespace {
 struct GenerateOpts {
   std::string model_dir;       // HF layout: config.json + model.safetensors
   std::string tokenizer_dir;   // tokenizer.json (+ tokenizer_config.json); empty = model_dir
+  std::string lora;            // PEFT adapter directory applied on the model; "" = none
   std::string prompt;          // prompt text (raw, or the user message with --chat)
   bool chat = false;           // wrap the prompt as one user message with the chat template
   bool no_thinking = false;    // --chat: render with enable_thinking=false (Qwen3: empty think block)
@@ -67,6 +68,7 @@ int run_generate(const GenerateOpts& o) {
 
   const at::ScalarType dtype = model::parse_dtype(o.dtype);
   model::Transformer m = model::load_pretrained(o.model_dir, dtype, at::Device(at::kCPU));
+  if (!o.lora.empty()) model::load_lora_adapter(m, o.lora);  // applied beside the base, not merged
   const model::ModelConfig& cfg = m->config();
   AGENTR1_CHECK(tok.vocab_size() <= cfg.vocab_size,
                 "tokenizer in " << tok_dir << " has " << tok.vocab_size()
@@ -124,6 +126,7 @@ agentr1::cli::Registrar reg("generate", "Sample a completion from a model direct
   app.add_option("--model", o->model_dir, "Model directory (config.json + model.safetensors)")
       ->required();
   app.add_option("--tokenizer", o->tokenizer_dir, "Tokenizer directory (default: the model directory)");
+  app.add_option("--lora", o->lora, "LoRA adapter directory (PEFT format) applied on top of --model");
   app.add_option("--prompt", o->prompt, "Prompt text")->required();
   app.add_flag("--chat", o->chat, "Render the prompt as one user message with the chat template");
   app.add_flag("--no-thinking", o->no_thinking,

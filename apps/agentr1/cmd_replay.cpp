@@ -94,7 +94,7 @@ int run_replay(const ReplayOpts& o) {
       char name[32];
       std::snprintf(name, sizeof(name), "step_%06lld", static_cast<long long>(version));
       ckpt = (run / "checkpoints" / name).string();
-      if (!fs::exists(fs::path(ckpt) / "model.safetensors"))
+      if (!fs::exists(fs::path(ckpt) / "model.safetensors") && !fs::exists(fs::path(ckpt) / "adapter_model.safetensors"))
         throw Error("the dump comes from policy version " + std::to_string(version) + ", but " + ckpt +
                     " was not saved (trainer.save_freq); pass --checkpoint DIR with those weights");
     }
@@ -108,7 +108,7 @@ int run_replay(const ReplayOpts& o) {
   if (!(temperature > 0)) temperature = 1.0;  // greedy turns log T = 1 log-probs
 
   m::Transformer model = agentr1::with_context("loading checkpoint '" + ckpt + "'", [&] {
-    return m::load_pretrained(ckpt, at::kFloat, at::kCPU);
+    return m::load_model_dir(ckpt, at::kFloat, at::kCPU);  // a LoRA checkpoint: its base + adapter
   });
   model->eval();
   const int64_t vocab = model->config().vocab_size;

@@ -29,7 +29,7 @@ struct ScoreOpts {
 int run_score(const ScoreOpts& o) {
   namespace m = agentr1::model;
   agentr1::cli::set_threads(o.threads);
-  m::Transformer model = m::load_pretrained(o.model, at::kFloat, at::kCPU);
+  m::Transformer model = m::load_model_dir(o.model, at::kFloat, at::kCPU);  // or a LoRA adapter over its base
   const int64_t vocab = model->config().vocab_size;
   at::NoGradGuard no_grad;
   std::ios::sync_with_stdio(false);

@@ -55,6 +55,7 @@ using agentr1::json;
 struct ServeOpts {
   std::string model_dir;          // HF layout: config.json + model.safetensors
   std::string tokenizer_dir;      // tokenizer.json (+ tokenizer_config.json); empty = model_dir
+  std::string lora;               // PEFT adapter directory served on the model; "" = none
   std::string host = "127.0.0.1"; // bind address
   int port = 8000;                // 0 = any free port (printed)
   int max_batch = 16;             // sequences the engine decodes together
@@ -97,6 +98,45 @@ std::string shape_str(at::IntArrayRef s) {
   return r + "]";
 }
 
+// /update_weights_from_disk on a server started with --lora: `dir` is an adapter
+// directory of the same rank and targets. It is read into the live adapters while the
+// engine is drained; on any error the previous adapter is put back and keeps serving.
+std::string reload_adapter(agentr1::rollout::Engine& engine, agentr1::model::Transformer serving,
+                           const std::string& dir, const json& body) {
+  using namespace agentr1;
+  if (serving->lora() == nullptr)
+    throw serve::ApiError(400, "model_path '" + dir + "' holds a LoRA adapter but this server was started without "
+                                   "--lora; start it with --lora DIR to serve adapters",
+                          "model_path");
+  if (!fs::exists(fs::path(dir) / "adapter_config.json"))
+    throw serve::ApiError(400, "model_path '" + dir + "' has no adapter_config.json; this server serves a LoRA "
+                                   "adapter (--lora) and reloads adapter directories only",
+                          "model_path");
+  const bool has_version = body.contains("policy_version") && body["policy_version"].is_number_integer();
+  const int64_t version = has_version ? body["policy_version"].get<int64_t>() : 0;
+  std::string error;
+  engine.with_model_drained([&](model::Transformer& m) {
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> before;
+    for (auto& [name, t] : m->lora_parameters()) before.push_back(t.clone());
+    try {
+      model::load_lora_adapter(m, dir);
+    } catch (const std::exception& e) {
+      size_t i = 0;
+      for (auto& [name, t] : m->lora_parameters()) t.copy_(before[i++]);
+      error = e.what();
+      return;
+    }
+    engine.clear_prefix_cache();
+    if (has_version) engine.set_policy_version(version);
+  });
+  if (!error.empty()) throw serve::ApiError(400, error + " (the old adapter keeps serving)", "model_path");
+  std::string msg = "loaded the LoRA adapter from " + dir;
+  msg += has_version ? "; policy version " + std::to_string(version) : "";
+  AGENTR1_LOG(INFO) << "serve: " << msg;
+  return msg;
+}
+
 // The server's /update_weights_from_disk: see the top of this file.
 std::string reload_weights(agentr1::rollout::Engine& engine, agentr1::model::Transformer serving,
                            at::ScalarType dtype, const json& body) {
@@ -105,6 +145,8 @@ std::string reload_weights(agentr1::rollout::Engine& engine, agentr1::model::Tra
   if (!fs::is_directory(dir))
     throw serve::ApiError(400, "model_path '" + dir + "' is not a directory (want config.json + model.safetensors)",
                           "model_path");
+  if (serving->lora() != nullptr || fs::exists(fs::path(dir) / "adapter_config.json"))
+    return reload_adapter(engine, serving, dir, body);
   model::Transformer fresh = with_context("loading " + dir, [&] {
     return model::load_pretrained(dir, dtype, serving->parameters().front().device());
   });
@@ -160,6 +202,7 @@ int run_serve(const ServeOpts& o) {
                                      [&] { return text::Tokenizer::load(tok_dir); });
   const at::ScalarType dtype = model::parse_dtype(o.dtype);
   model::Transformer m = model::load_pretrained(o.model_dir, dtype, at::Device(at::kCPU));
+  if (!o.lora.empty()) model::load_lora_adapter(m, o.lora);  // applied beside the base, not merged
   const model::ModelConfig& cfg = m->config();
   AGENTR1_CHECK(tok.vocab_size() <= cfg.vocab_size,
                 "tokenizer in " << tok_dir << " has " << tok.vocab_size() << " ids but the model's vocab_size is "
@@ -250,6 +293,9 @@ agentr1::cli::Registrar reg("serve", "Serve a model over the OpenAI API (complet
   auto o = std::make_shared<ServeOpts>();
   app.add_option("--model", o->model_dir, "Model directory (config.json + model.safetensors)")->required();
   app.add_option("--tokenizer", o->tokenizer_dir, "Tokenizer directory (default: the model directory)");
+  app.add_option("--lora", o->lora,
+                 "LoRA adapter directory (PEFT format) served on top of --model; /update_weights_from_disk then "
+                 "takes adapter directories");
   app.add_option("--host", o->host, "Address to bind (0.0.0.0 = every interface)")->capture_default_str();
   app.add_option("--port", o->port, "Port, 0 = any free port (the bound one is printed)")
       ->capture_default_str()

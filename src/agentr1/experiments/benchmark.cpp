@@ -167,7 +167,7 @@ EvalResult evaluate_model(const TrainConfig& c, const std::string& model_dir, co
   const text::ChatTemplate chat = with_context(
       "chat template of '" + model_dir + "'", [&] { return text::ChatTemplate::from_tokenizer(tok); });
   model::Transformer policy = with_context("loading model from '" + model_dir + "'", [&] {
-    return model::load_pretrained(model_dir, model::parse_dtype(c.model.dtype), device);
+    return model::load_model_dir(model_dir, model::parse_dtype(c.model.dtype), device);
   });
   rollout::EngineOptions eo;
   eo.max_batch = c.rollout.max_batch;

@@ -9,10 +9,14 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <tuple>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "agentr1/core/error.h"
+#include "agentr1/model/lora.h"
 #include "agentr1/model/paged_attention.h"
 #include "agentr1/model/row_linear.h"
 
@@ -23,15 +27,44 @@ namespace {
 using at::indexing::Slice;
 
 // y = x W^T + b; weight [out, in]. Parameters only: no global-RNG initialisation
-// (init_random / load_pretrained fill them).
+// (init_random / load_pretrained fill them). With a LoRA adapter (lora.h) y gains
+// scaling * (dropout(x) A^T) B^T unless this thread is inside a BaseOnly.
 struct LinearImpl : torch::nn::Module {
   LinearImpl(int64_t in, int64_t out, bool with_bias) {
     weight = register_parameter("weight", at::zeros({out, in}));
     if (with_bias) bias = register_parameter("bias", at::zeros({out}));
   }
   // x: [..., in] -> [..., out]
-  at::Tensor forward(const at::Tensor& x) { return at::linear(x, weight, bias); }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor y = at::linear(x, weight, bias);
+    if (!adapted()) return y;
+    // Dropout only while training with gradients (the engine's no-grad passes never drop).
+    const bool drop = lora_dropout > 0 && is_training() && at::GradMode::is_enabled();
+    const at::Tensor xa = (drop ? at::dropout(x, lora_dropout, /*train=*/true) : x).to(lora_A.scalar_type());
+    return y + (at::linear(at::linear(xa, lora_A), lora_B) * lora_scaling).to(y.scalar_type());
+  }
+  // True when this projection has an adapter and adapters are on for this thread.
+  bool adapted() const { return lora_A.defined() && adapters_active(); }
+  // Adds the adapter: A [r,in] ~ U(-1/sqrt(in), 1/sqrt(in)) (PEFT's kaiming-uniform with
+  // a = sqrt(5)), B [out,r] = 0, in fp32 on the weight's device whatever the base's dtype:
+  // a bf16 base keeps fp32 adapters (and fp32 optimiser moments); the adapter's product
+  // is formed in fp32 and rounded once into the output's dtype.
+  void add_adapter(int64_t r, double scaling, double dropout, at::Generator& gen) {
+    const int64_t in = weight.size(1), out = weight.size(0);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    at::Tensor a = at::empty({r, in}, at::TensorOptions().dtype(at::kFloat)).uniform_(-bound, bound, gen);
+    lora_A = register_parameter("lora_A", a.to(weight.device()));
+    lora_B = register_parameter("lora_B", at::zeros({out, r}, weight.options().dtype(at::kFloat)));
+    lora_scaling = scaling;
+    lora_dropout = dropout;
+  }
+  // scaling * B A [out,in] in fp32 (merging, saving a plain model).
+  at::Tensor delta() const {
+    return at::mm(lora_B.detach().to(at::kFloat), lora_A.detach().to(at::kFloat)).mul_(lora_scaling);
+  }
   at::Tensor weight, bias;
+  at::Tensor lora_A, lora_B;  // undefined without an adapter
+  double lora_scaling = 0, lora_dropout = 0;
 };
 
 struct EmbeddingImpl : torch::nn::Module {
@@ -204,6 +237,8 @@ struct BodyImpl : torch::nn::Module {
 
 struct TransformerImpl::Impl {
   std::shared_ptr<BodyImpl> body;
+  std::optional<LoraOptions> lora;                                // set by add_lora
+  std::vector<std::pair<std::string, std::shared_ptr<LinearImpl>>> adapted;  // "model.layers.N.<...>.q_proj", in order
   std::mutex rope_mu;           // guards the RoPE tables of forward_cached
   at::Tensor rope_cos, rope_sin;  // [P,hd] fp32, grown on demand
   std::shared_ptr<LinearImpl> lm_head;  // null when tied to embed_tokens
@@ -330,6 +365,56 @@ at::Tensor TransformerImpl::hidden_states_tree(const at::Tensor& ids, const at::
 at::Tensor TransformerImpl::logits_from_hidden(const at::Tensor& hidden) {
   const at::Tensor& w = impl_->lm_head ? impl_->lm_head->weight : impl_->body->embed_tokens->weight;
   return at::linear(hidden, w).to(at::kFloat);
+}
+
+void TransformerImpl::add_lora(const LoraOptions& opts, uint64_t seed) {
+  opts.validate();
+  AGENTR1_CHECK(opts.enabled(), "add_lora: rank must be > 0 (rank 0 means no adapters)");
+  AGENTR1_CHECK(!impl_->lora, "add_lora: the model already has LoRA adapters");
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::NoGradGuard no_grad;
+  for (auto& p : parameters()) p.requires_grad_(false);  // the base is frozen
+  const auto& layers = impl_->body->layer_ptrs;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    AttentionImpl& a = *layers[l]->self_attn;
+    MLPImpl& m = *layers[l]->mlp;
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    // PEFT's order (q k v o gate up down), so A is drawn the same way for any target set.
+    const std::vector<std::pair<std::string, std::shared_ptr<LinearImpl>>> projs{
+        {"self_attn.q_proj", a.q_proj}, {"self_attn.k_proj", a.k_proj}, {"self_attn.v_proj", a.v_proj},
+        {"self_attn.o_proj", a.o_proj}, {"mlp.gate_proj", m.gate_proj},   {"mlp.up_proj", m.up_proj},
+        {"mlp.down_proj", m.down_proj}};
+    for (const auto& [name, lin] : projs) {
+      if (!opts.targets(name.substr(name.find('.') + 1))) continue;
+      lin->add_adapter(opts.rank, opts.scaling(), opts.dropout, gen);
+      impl_->adapted.emplace_back(pre + name, lin);
+    }
+  }
+  impl_->lora = opts;
+}
+
+const LoraOptions* TransformerImpl::lora() const { return impl_->lora ? &*impl_->lora : nullptr; }
+
+std::vector<std::pair<std::string, at::Tensor>> TransformerImpl::lora_parameters() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& [name, lin] : impl_->adapted) {
+    out.emplace_back(name + ".lora_A", lin->lora_A);
+    out.emplace_back(name + ".lora_B", lin->lora_B);
+  }
+  return out;
+}
+
+std::vector<at::Tensor> TransformerImpl::trainable_parameters() {
+  std::vector<at::Tensor> out;
+  for (auto& p : parameters())
+    if (p.requires_grad()) out.push_back(p);
+  return out;
+}
+
+at::Tensor TransformerImpl::lora_delta(const std::string& weight_name) const {
+  for (const auto& [name, lin] : impl_->adapted)
+    if (weight_name == name + ".weight") return lin->delta();
+  return {};
 }
 
 at::Tensor TransformerImpl::forward(const at::Tensor& ids, const at::Tensor& positions,
@@ -493,27 +578,35 @@ at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vec
     auto lin = [&](const at::Tensor& in, const at::Tensor& wt, const at::Tensor& bias) {
       return inv ? detail::row_linear(in, wt, bias, pool) : linear_rows(in, wt, bias, pool);
     };
+    // A projection with its LoRA adapter applied beside the base product (no merged
+    // copy): y = x W^T + b + ((x A^T) B^T) * scaling, as LinearImpl::forward computes it.
+    auto proj = [&](const at::Tensor& in, const LinearImpl& p) {
+      at::Tensor y = lin(in, p.weight, p.bias);
+      if (p.adapted())
+        y.add_(lin(lin(in.to(p.lora_A.scalar_type()), p.lora_A, {}), p.lora_B, {}).mul_(p.lora_scaling).to(y.scalar_type()));
+      return y;
+    };
     auto [cos, sin] = rope_table(L.max_pos);
     for (size_t l = 0; l < layers.size(); ++l) {
       DecoderLayerImpl& layer = *layers[l];
       AttentionImpl& a = *layer.self_attn;
       at::Tensor h = detail::rms_norm_rows(x, layer.input_layernorm->weight, eps);
-      at::Tensor q = lin(h, a.q_proj->weight, a.q_proj->bias);
-      at::Tensor k = lin(h, a.k_proj->weight, a.k_proj->bias);
-      at::Tensor v = lin(h, a.v_proj->weight, a.v_proj->bias);
+      at::Tensor q = proj(h, *a.q_proj);
+      at::Tensor k = proj(h, *a.k_proj);
+      at::Tensor v = proj(h, *a.v_proj);
       at::Tensor o = detail::paged_attention(q, k, v, a.q_norm ? a.q_norm->weight : at::Tensor(),
                                              a.k_norm ? a.k_norm->weight : at::Tensor(), eps, cos, sin,
                                              cache.k(static_cast<int64_t>(l)), cache.v(static_cast<int64_t>(l)), L,
                                              a.n_heads, a.n_kv, a.head_dim, pool);
-      x = x + lin(o, a.o_proj->weight, {});
+      x = x + proj(o, *a.o_proj);
       MLPImpl& mlp = *layer.mlp;
       h = detail::rms_norm_rows(x, layer.post_attention_layernorm->weight, eps);
-      at::Tensor g = lin(h, mlp.gate_proj->weight, {});
+      at::Tensor g = proj(h, *mlp.gate_proj);
       if (inv)
-        detail::silu_mul_rows_(g, lin(h, mlp.up_proj->weight, {}), pool);
+        detail::silu_mul_rows_(g, proj(h, *mlp.up_proj), pool);
       else
-        at::silu_(g).mul_(linear_rows(h, mlp.up_proj->weight, {}, pool));
-      x = x + lin(g, mlp.down_proj->weight, {});
+        at::silu_(g).mul_(proj(h, *mlp.up_proj));
+      x = x + proj(g, *mlp.down_proj);
     }
     at::Tensor hl = x.index_select(0, at::from_blob(last.data(), {B}, lopts).clone());  // [B,H]
     const at::Tensor& head = impl_->lm_head ? impl_->lm_head->weight : impl_->body->embed_tokens->weight;

@@ -19,6 +19,7 @@
 
 #include "agentr1/model/config.h"
 #include "agentr1/model/kv_cache.h"
+#include "agentr1/model/lora.h"
 #include "agentr1/model/spin_pool.h"
 
 namespace agentr1::model {
@@ -69,6 +70,23 @@ class TransformerImpl : public torch::nn::Module {
   // Projects hidden states [...,H] to fp32 logits [...,V] (tied or lm_head).
   at::Tensor logits_from_hidden(const at::Tensor& hidden);
 
+  // LoRA (lora.h). add_lora adds adapters to the targeted projections of every layer
+  // (A drawn from a private generator seeded with `seed`, B zero: the model's outputs
+  // are unchanged) and freezes every base parameter; once per model. Every forward,
+  // forward_cached included, then applies them, except on a thread inside a BaseOnly.
+  void add_lora(const LoraOptions& opts, uint64_t seed);
+  // The adapters' options; nullptr without adapters.
+  const LoraOptions* lora() const;
+  // The adapters as ("model.layers.N.self_attn.q_proj.lora_A", [r,in]) and (".lora_B",
+  // [out,r]) pairs, layer by layer in PEFT's projection order; empty without adapters.
+  std::vector<std::pair<std::string, at::Tensor>> lora_parameters() const;
+  // What an optimiser trains: the parameters with requires_grad (the adapters only
+  // under LoRA; all of them otherwise).
+  std::vector<at::Tensor> trainable_parameters();
+  // scaling * B A [out,in] (fp32) of the adapter on weight `weight_name` (HF name, e.g.
+  // "model.layers.0.mlp.up_proj.weight"); undefined when it has none.
+  at::Tensor lora_delta(const std::string& weight_name) const;
+
   // Incremental forward over a paged KV cache (inference: runs under NoGradGuard).
   //   ids:  [N] int64, the new tokens of every row concatenated in row order
   //         (N = sum of rows[b].n_new)
@@ -113,9 +131,26 @@ Transformer init_random(const ModelConfig& cfg, uint64_t seed);
 // problem (missing/unexpected tensor, wrong shape, bad header).
 Transformer load_pretrained(const std::string& dir, at::ScalarType dtype, at::Device device);
 // Writes config.json (torch_dtype = dtype) and model.safetensors in HF layout (tensor
-// names sorted; a tied model stores no lm_head.weight).
+// names sorted; a tied model stores no lm_head.weight). A model with LoRA adapters is
+// written merged (W + scaling B A per adapted weight): a plain HF model.
 // max_shard_bytes > 0 splits into model-0000i-of-0000n.safetensors + index.json.
 void save_pretrained(Transformer& model, const std::string& dir, at::ScalarType dtype,
                      int64_t max_shard_bytes = 0);
+
+// LoRA adapters in PEFT's format (lora.h). save_lora_adapter writes adapter_config.json
+// (r, lora_alpha, lora_dropout, target_modules resolved to names, peft_type LORA,
+// task_type CAUSAL_LM, base_model_name_or_path = base_model) and adapter_model.safetensors
+// (base_model.model.<name>.lora_A.weight [r,in] / .lora_B.weight [out,r], in the
+// adapters' dtype). load_lora_adapter reads them into `model`, adding adapters when it
+// has none (else the rank, scaling and targets must match); bias, DoRA, per-module ranks,
+// modules_to_save and layer subsets are refused by name. Throws Error naming the file.
+void save_lora_adapter(Transformer& model, const std::string& dir, const std::string& base_model);
+void load_lora_adapter(Transformer& model, const std::string& dir);
+// A model directory, or a LoRA adapter directory over the local base its
+// adapter_config.json names (base_model_name_or_path; a run's checkpoints name the run's
+// model.path): base + adapter, unmerged. Throws Error naming a base that is not local.
+Transformer load_model_dir(const std::string& dir, at::ScalarType dtype, at::Device device);
+// adapter_config.json's options (use_rslora folded into alpha: scaling alpha/sqrt(r)).
+LoraOptions read_lora_adapter_config(const std::string& dir);
 
 }  // namespace agentr1::model

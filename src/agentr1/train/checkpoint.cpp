@@ -29,7 +29,12 @@ void save_checkpoint(const std::string& dir, int64_t step, model::Transformer& p
   std::error_code ec;
   fs::remove_all(tmp, ec);
   make_dirs(tmp);
-  model::save_pretrained(policy, tmp, at::kFloat);
+  // LoRA: the adapter in PEFT's format (the base is tokenizer_dir's model, unchanged);
+  // else the whole policy.
+  if (policy->lora() != nullptr)
+    model::save_lora_adapter(policy, tmp, fs::absolute(tokenizer_dir).lexically_normal().string());
+  else
+    model::save_pretrained(policy, tmp, at::kFloat);
   copy_tokenizer_files(tokenizer_dir, tmp);
   policy_optim.save(tmp + "/optimizer.pt");
   json st = extra_state.is_object() ? extra_state : json::object();
@@ -55,7 +60,9 @@ namespace {
 // A complete checkpoint directory: trainer_state.json parses and names its step.
 bool complete_checkpoint(const fs::path& dir) {
   const fs::path st = dir / "trainer_state.json";
-  if (!fs::is_regular_file(st) || !fs::is_regular_file(dir / "model.safetensors")) return false;
+  if (!fs::is_regular_file(st) ||
+      !(fs::is_regular_file(dir / "model.safetensors") || fs::is_regular_file(dir / "adapter_model.safetensors")))
+    return false;
   const json j = json::parse(read_text_file(st.string()), nullptr, false);
   return !j.is_discarded() && j.is_object() && j.contains("step") && j["step"].is_number_integer();
 }
@@ -109,10 +116,17 @@ std::optional<std::string> latest_checkpoint(const std::string& checkpoints_dir)
 int64_t load_checkpoint(const std::string& dir, model::Transformer& policy, Optimizer& policy_optim, Critic* critic,
                         json* state) {
   return with_context("loading checkpoint '" + dir + "'", [&]() -> int64_t {
-    // Staged in host memory, then copied into the live weights on their device: loading
-    // onto the device would hold a second full fp32 copy of the model there.
-    model::Transformer loaded = model::load_pretrained(dir, at::kFloat, at::Device(at::kCPU));
-    {
+    const bool adapter = fs::exists(dir + "/adapter_config.json");
+    AGENTR1_CHECK(adapter == (policy->lora() != nullptr),
+                  (adapter ? "the checkpoint holds a LoRA adapter but actor.lora.rank is 0"
+                           : "the checkpoint holds a full model but the run trains LoRA adapters (actor.lora.rank > 0)")
+                      << "; HINT: resume with the run's original actor.lora settings");
+    if (adapter) {
+      model::load_lora_adapter(policy, dir);  // checks rank, scaling and targets against the run's
+    } else {
+      // Staged in host memory, then copied into the live weights on their device: loading
+      // onto the device would hold a second full fp32 copy of the model there.
+      model::Transformer loaded = model::load_pretrained(dir, at::kFloat, at::Device(at::kCPU));
       torch::NoGradGuard no_grad;
       auto dst = policy->named_parameters();
       auto src = loaded->named_parameters();

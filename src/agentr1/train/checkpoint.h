@@ -9,6 +9,10 @@
 // tokenizer.json, tokenizer_config.json copied from the source model) plus
 // trainer_state.json {step, optimizer_steps, critic_optimizer_steps?, ...extra} and
 // optimizer.pt (AdamW moments); with a critic, critic/ holds Critic::save's files.
+// Under LoRA the model files are the adapter in PEFT's format instead
+// (adapter_config.json with base_model_name_or_path = the model directory,
+// adapter_model.safetensors): load it with PEFT or `agentr1 serve --lora`, or write a
+// plain model with `agentr1 merge-lora`; optimizer.pt then holds the adapters' moments.
 #pragma once
 
 #include <cstdint>

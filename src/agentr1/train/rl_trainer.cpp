@@ -86,8 +86,12 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   AGENTR1_CHECK(policy_->config().vocab_size >= tokenizer_->vocab_size(),
                 "model vocab_size " << policy_->config().vocab_size << " < tokenizer vocab size "
                                     << tokenizer_->vocab_size());
+  // LoRA: adapters before any engine copies the policy; only they train.
+  if (c.actor.lora.enabled()) policy_->add_lora(c.actor.lora, static_cast<uint64_t>(c.trainer.seed));
   model::Transformer reference{nullptr};  // the initial policy, frozen (KL loss, KL in the reward)
-  if (c.actor.use_kl_loss || c.algorithm.use_kl_in_reward) {
+  if ((c.actor.use_kl_loss || c.algorithm.use_kl_in_reward) && c.actor.lora.enabled()) {
+    reference = policy_;  // its base, adapters off while scoring: no second copy of the weights
+  } else if (c.actor.use_kl_loss || c.algorithm.use_kl_in_reward) {
     reference = load();
     for (auto& p : reference->parameters()) p.requires_grad_(false);
     reference->eval();

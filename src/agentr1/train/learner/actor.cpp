@@ -20,6 +20,7 @@ void ActorOptions::resolve() {
 
 void ActorOptions::validate() const {
   optim.validate("actor.optim");
+  lora.validate("actor.lora");
   loop.validate("actor");
   AGENTR1_CHECK(kl_loss_coef >= 0, "actor.kl_loss_coef must be >= 0, got " << kl_loss_coef);
   AGENTR1_CHECK(temperature > 0 && std::isfinite(temperature),
@@ -32,7 +33,14 @@ Actor::Actor(model::Transformer policy, ActorOptions opts)
     : policy_(std::move(policy)), opts_(std::move(opts)), device_(module_device(*policy_)) {
   opts_.resolve();
   loss_fn_ = algo::make_policy_loss(opts_.policy_loss);
-  optim_ = std::make_unique<Optimizer>(policy_->parameters(), opts_.optim, "actor", opts_.loop.max_consecutive_skips);
+  // LoRA: adapters on the policy (the trainer adds them before an engine copies it) and
+  // only they reach the optimiser; the frozen base has no gradients and no moments.
+  if (opts_.lora.enabled() && policy_->lora() == nullptr) policy_->add_lora(opts_.lora, /*seed=*/0);
+  AGENTR1_CHECK(opts_.lora.enabled() == (policy_->lora() != nullptr),
+                "Actor: actor.lora.rank is " << opts_.lora.rank << " but the policy "
+                                             << (policy_->lora() ? "has" : "has no") << " LoRA adapters");
+  optim_ = std::make_unique<Optimizer>(policy_->trainable_parameters(), opts_.optim, "actor",
+                                       opts_.loop.max_consecutive_skips);
 }
 
 Actor::~Actor() = default;

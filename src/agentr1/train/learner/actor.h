@@ -26,6 +26,7 @@
 #include "agentr1/algo/kl.h"
 #include "agentr1/algo/off_policy.h"
 #include "agentr1/algo/policy_loss.h"
+#include "agentr1/model/lora.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/train/learner/batch.h"
 #include "agentr1/train/learner/metrics.h"
@@ -38,6 +39,9 @@ namespace agentr1::train {
 
 struct ActorOptions {
   OptimOptions optim;               // policy optimiser
+  model::LoraOptions lora;          // low-rank adapters (rank 0 = full fine-tuning): the base
+                                    // frozen, only the adapters trained; the reference policy
+                                    // is then the base itself (adapters off), not a copy
   LoopOptions loop;                 // epochs, mini/micro-batches, shared prefix, skips
   algo::PolicyLossOptions loss;     // clip ratios, dual clip, aggregation
   bool use_kl_loss = false;         // add kl_loss_coef * KL(pi || ref) to the loss
@@ -75,6 +79,7 @@ struct ActorOptions {
   template <class V>
   void visit(V& v) {
     v.section("optim", optim, "policy optimiser (AdamW)");
+    v.section("lora", lora, "LoRA adapters (PEFT names and files); rank 0 = full fine-tuning");
     loop.visit(v);
     v.field("policy_loss", policy_loss, "vanilla (PPO clip, dual clip) | gspo | reinforce");
     v.field("clip_ratio", clip_ratio, "PPO clip range (both sides unless low/high are set)");

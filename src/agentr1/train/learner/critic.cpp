@@ -53,14 +53,18 @@ namespace {
 void copy_params(torch::nn::Module& dst, torch::nn::Module& src, const std::string& what) {
   torch::NoGradGuard no_grad;
   auto d = dst.named_parameters();
-  auto s = src.named_parameters();
+  // A LoRA policy's adapters are not the critic's (it starts from the base; a new
+  // adapter changes nothing anyway).
+  std::vector<std::pair<std::string, at::Tensor>> s;
+  for (const auto& kv : src.named_parameters())
+    if (kv.key().find(".lora_") == std::string::npos) s.emplace_back(kv.key(), kv.value());
   AGENTR1_CHECK(d.size() == s.size(), what << ": parameter count " << s.size() << " != " << d.size());
   for (const auto& kv : s) {
-    at::Tensor* t = d.find(kv.key());
-    AGENTR1_CHECK(t != nullptr, what << ": unexpected parameter '" << kv.key() << "'");
-    AGENTR1_CHECK(t->sizes() == kv.value().sizes(), what << ": parameter '" << kv.key() << "' has shape "
-                                                        << kv.value().sizes() << ", expected " << t->sizes());
-    t->copy_(kv.value());
+    at::Tensor* t = d.find(kv.first);
+    AGENTR1_CHECK(t != nullptr, what << ": unexpected parameter '" << kv.first << "'");
+    AGENTR1_CHECK(t->sizes() == kv.second.sizes(), what << ": parameter '" << kv.first << "' has shape "
+                                                       << kv.second.sizes() << ", expected " << t->sizes());
+    t->copy_(kv.second);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "agentr1/core/error.h"
@@ -18,6 +19,10 @@ Learner::Learner(model::Transformer policy, model::Transformer reference, std::u
       device_(device) {
   AGENTR1_CHECK(module_device(*actor_.policy()) == device_, "Learner: the policy is on "
                 << module_device(*actor_.policy()) << ", not on trainer.device " << device_);
+  AGENTR1_CHECK(reference_.is_empty() || reference_.get() != actor_.policy().get() ||
+                    actor_.policy()->lora() != nullptr,
+                "Learner: the reference is the policy itself but it has no LoRA adapters (the KL would be 0); "
+                "pass a frozen copy");
   AGENTR1_CHECK(reference_.is_empty() || module_device(*reference_) == device_,
                 "Learner: the reference model is not on trainer.device " << device_);
   AGENTR1_CHECK(!critic_ || module_device(*critic_->model()) == device_,
@@ -38,6 +43,9 @@ void Learner::fill_columns(std::vector<PackedRow>& rows, Metrics& m) {
   m["timing/old_log_prob"] = seconds_since(t0);
   if (has_reference()) {
     t0 = std::chrono::steady_clock::now();
+    // LoRA: the reference is the policy's own base, its adapters off on this thread.
+    std::optional<model::BaseOnly> base;
+    if (reference_.get() == actor_.policy().get()) base.emplace();
     score_logprobs(reference_, rows, &PackedRow::ref_logprob,
                    actor_.options().loop.scoring(device_, actor_.options().temperature));
     m["timing/ref"] = seconds_since(t0);

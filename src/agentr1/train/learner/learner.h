@@ -29,7 +29,8 @@ namespace agentr1::train {
 
 class Learner {
  public:
-  // reference: null = none. critic: null = none. All on `device` already.
+  // reference: null = none; the policy itself under LoRA (scored as its base, adapters
+  // off). critic: null = none. All on `device` already.
   Learner(model::Transformer policy, model::Transformer reference, std::unique_ptr<Critic> critic,
           ActorOptions actor_opts, at::Device device);
   ~Learner();

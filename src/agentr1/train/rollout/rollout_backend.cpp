@@ -19,11 +19,20 @@ std::map<std::string, double> engine_metrics(rollout::Engine& engine) {
           {"rollout/generated_tokens", static_cast<double>(es.generated_tokens)}};
 }
 
-// Copies src's parameters into dst's (same architecture), in place. The engine must not
-// be computing (paused or drained).
+// What a weight version consists of: every parameter, or under LoRA only the adapters
+// (the frozen base is shared, see EngineCopyBackend's constructor).
+std::vector<at::Tensor> versioned_parameters(const model::Transformer& m) {
+  if (m->lora() == nullptr) return m->parameters();
+  std::vector<at::Tensor> out;
+  for (const auto& [name, t] : m->lora_parameters()) out.push_back(t);
+  return out;
+}
+
+// Copies src's versioned parameters into dst's (same architecture), in place. The
+// engine must not be computing (paused or drained).
 void copy_parameters(const std::vector<at::Tensor>& src, model::Transformer& dst) {
   at::NoGradGuard no_grad;
-  auto params = dst->parameters();
+  auto params = versioned_parameters(dst);
   AGENTR1_CHECK(params.size() == src.size(), "weight swap: " << src.size() << " tensors for a model with "
                                                              << params.size() << " parameters");
   for (size_t i = 0; i < src.size(); ++i) params[i].copy_(src[i]);
@@ -32,7 +41,7 @@ void copy_parameters(const std::vector<at::Tensor>& src, model::Transformer& dst
 std::vector<at::Tensor> snapshot(const model::Transformer& m) {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> out;
-  for (const auto& p : m->parameters()) out.push_back(p.detach().clone());
+  for (const auto& p : versioned_parameters(m)) out.push_back(p.detach().clone());
   return out;
 }
 
@@ -77,6 +86,19 @@ EngineCopyBackend::EngineCopyBackend(const model::Transformer& policy, rollout::
   const at::Tensor first = policy_->parameters().front();
   copy_ = model::init_random(policy_->config(), /*seed=*/0);
   copy_->to(first.device(), first.scalar_type());
+  if (const model::LoraOptions* lora = policy_->lora()) {
+    // The base never changes under LoRA: the copy shares the policy's base tensors
+    // (its own are released) and owns only adapters, updated version by version.
+    at::NoGradGuard no_grad;
+    auto mine = copy_->named_parameters();
+    for (const auto& kv : policy_->named_parameters()) {
+      if (kv.value().requires_grad()) continue;  // an adapter
+      at::Tensor* t = mine.find(kv.key());
+      AGENTR1_CHECK(t != nullptr, "engine copy: no parameter '" << kv.key() << "'");
+      t->set_data(kv.value());
+    }
+    copy_->add_lora(*lora, /*seed=*/0);
+  }
   copy_parameters(snapshot(policy_), copy_);
   copy_->eval();
   for (auto& p : copy_->parameters()) p.requires_grad_(false);

@@ -1,0 +1,153 @@
+// LoRA through the trainer: every update reaches the engine that samples the next step
+// (the in-process engine sharing the module, and the asynchronous engine's copy), the
+// reference is the base (KL > 0 once the adapter moved, no second model), only adapters
+// change, checkpoints hold PEFT adapters and a run resumes from one.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "agentr1/core/error.h"
+#include "agentr1/core/testing.h"
+#include "agentr1/model/transformer.h"
+#include "agentr1/rollout/engine.h"
+#include "agentr1/train/checkpoint.h"
+#include "agentr1/train/rl_trainer.h"
+#include "agentr1/train/rollout/rollout_backend.h"
+#include "agentr1/train/run_dir.h"
+#include "agentr1/train/train_config.h"
+#include "agentr1/train/train_test_util.h"
+
+namespace agentr1::train {
+namespace {
+
+namespace fs = std::filesystem;
+using agentr1::testing::error_of;
+using testing::step_metrics;
+
+json lora_tree(const std::string& dir, const std::vector<std::string>& extra) {
+  json tree = default_train_tree();
+  std::vector<std::string> o = {
+      "model.path=" + dir + "/model", "trainer.output_dir=" + dir + "/run", "trainer.test_freq=0",
+      "trainer.threads=1", "data.train_batch_size=2", "data.val_size=1", "rollout.n=4", "rollout.val_k=0",
+      "rollout.max_new_tokens=6", "rollout.max_prompt_tokens=2048", "rollout.max_steps=2",
+      "trainer.progress=false", "trainer.save_freq=1", "actor.lora.rank=4", "actor.lora.alpha=8",
+      // A large step so the adapter moves the policy far from its base within a step:
+      // an update that did not reach the engine would show in logprob_max_diff. A random
+      // model earns no reward (zero advantages): the entropy bonus gives the gradient.
+      "actor.optim.lr=0.05", "actor.entropy_coeff=0.5", "actor.use_kl_loss=true", "actor.kl_loss_coef=0.001"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  for (const std::string& x : o) apply_override(tree, x);
+  return tree;
+}
+
+TEST(LoraTrainTest, UpdatesReachTheEngineReferenceIsTheBaseAndRunsResume) {
+  const std::string dir = testing::make_tiny_model_dir("lora");
+  json tree = lora_tree(dir, {"trainer.total_steps=3"});
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(RunMode::kFresh).steps, 3);
+  }
+  const std::string run = dir + "/run";
+  const auto steps = step_metrics(run);
+  ASSERT_EQ(steps.size(), 3u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    // The engine sampled from the learner's current adapter: its behaviour log-probs are
+    // the learner's (before the step's update) to fp32 rounding.
+    EXPECT_LT(steps[i]["rollout/logprob_max_diff"].get<double>(), 1e-3) << "step " << i + 1;
+  }
+  // The policy moved away from the base, and the KL is measured against the base.
+  EXPECT_GT(steps[2]["actor/kl_loss"].get<double>(), 1e-6);
+
+  // The checkpoint is a PEFT adapter over the run's model.path, not a model copy.
+  const std::string ck = run + "/checkpoints/step_000003";
+  EXPECT_TRUE(fs::exists(ck + "/adapter_config.json"));
+  EXPECT_TRUE(fs::exists(ck + "/adapter_model.safetensors"));
+  EXPECT_FALSE(fs::exists(ck + "/model.safetensors"));
+  const json ac = json::parse(read_text_file(ck + "/adapter_config.json"));
+  EXPECT_EQ(ac["r"], 4);
+  EXPECT_EQ(ac["base_model_name_or_path"], dir + "/model");
+
+  // The base is untouched: base + adapter differs from the base, and BaseOnly gives it.
+  model::Transformer base = model::load_pretrained(dir + "/model", at::kFloat, at::kCPU);
+  model::Transformer tuned = model::load_pretrained(dir + "/model", at::kFloat, at::kCPU);
+  model::load_lora_adapter(tuned, ck);
+  {
+    at::NoGradGuard ng;
+    const at::Tensor ids = at::arange(1, 20, at::kLong).unsqueeze(0);
+    EXPECT_GT((tuned->forward(ids) - base->forward(ids)).abs().max().item<double>(), 1e-3);
+    model::BaseOnly b;
+    EXPECT_EQ((tuned->forward(ids) - base->forward(ids)).abs().max().item<double>(), 0.0);
+  }
+
+  // Resume from the adapter checkpoint; a run without LoRA cannot resume from it.
+  apply_override(tree, "trainer.total_steps=4");
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(RunMode::kResume).steps, 4);
+  }
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_000004/adapter_model.safetensors"));
+  json full = tree;
+  apply_override(full, "actor.lora.rank=0");
+  apply_override(full, "trainer.total_steps=5");
+  const std::string e = error_of([&] {
+    RLTrainer t(load_train_config(full), full);
+    t.run(RunMode::kResume);
+  });
+  EXPECT_NE(e.find("holds a LoRA adapter but actor.lora.rank is 0"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+// The asynchronous engine has its own module: it shares the frozen base (no copy) and
+// receives each staged adapter; after apply, its log-probs are the learner's.
+TEST(LoraTrainTest, EngineCopySharesTheBaseAndReceivesEveryAdapterVersion) {
+  const std::string dir = testing::make_tiny_model_dir("lora_copy");
+  model::Transformer policy = model::load_pretrained(dir + "/model", at::kFloat, at::kCPU);
+  model::LoraOptions lo;
+  lo.rank = 4;
+  lo.alpha = 8;
+  policy->add_lora(lo, 1);
+  rollout::EngineOptions eo;
+  eo.max_batch = 2;
+  eo.max_context = 64;
+  EngineCopyBackend backend(policy, eo);
+
+  // The learner's prompt log-probs (teacher forcing) vs the engine's greedy sample.
+  const TokenIds prompt{5, 9, 11, 3, 7};
+  auto engine_sample = [&] {
+    GenRequest r;
+    r.prompt_ids = prompt;
+    r.sampling.temperature = 0;
+    r.sampling.max_new_tokens = 6;
+    return backend.generator().submit(std::move(r)).get();
+  };
+  auto learner_logprobs = [&](const GenResult& g) {
+    TokenIds all = prompt;
+    all.insert(all.end(), g.token_ids.begin(), g.token_ids.end());
+    at::NoGradGuard ng;
+    const at::Tensor ids = at::tensor(std::vector<int64_t>(all.begin(), all.end()), at::kLong).unsqueeze(0);
+    return model::token_logprobs(policy, ids)[0].narrow(0, static_cast<int64_t>(prompt.size()) - 1,
+                                                         static_cast<int64_t>(g.token_ids.size()));
+  };
+  auto max_diff = [&](const GenResult& g) {
+    const at::Tensor lp = learner_logprobs(g);
+    double d = 0;
+    for (size_t i = 0; i < g.logprobs.size(); ++i)
+      d = std::max(d, std::abs(lp[static_cast<int64_t>(i)].item<double>() - g.logprobs[i]));
+    return d;
+  };
+  EXPECT_LT(max_diff(engine_sample()), 1e-4);
+  for (int version = 1; version <= 2; ++version) {
+    {  // an "update": new adapter values on the learner's module
+      at::NoGradGuard ng;
+      for (auto& [name, t] : policy->lora_parameters()) t.normal_(0.0, 0.5);
+    }
+    const GenResult stale = engine_sample();
+    EXPECT_GT(max_diff(stale), 1e-3) << "the copy followed the learner without a weight swap";
+    backend.apply(backend.stage(version), /*in_flight=*/false);
+    EXPECT_LT(max_diff(engine_sample()), 1e-4) << "version " << version;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace agentr1::train
