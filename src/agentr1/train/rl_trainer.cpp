@@ -24,6 +24,7 @@
 #include "agentr1/train/learner/batch.h"
 #include "agentr1/train/learner/metrics.h"
 #include "agentr1/train/device.h"
+#include "agentr1/train/memory_budget.h"
 
 namespace agentr1::train {
 
@@ -82,6 +83,17 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   auto load = [&] {
     return with_context("loading model from '" + path + "'", [&] { return model::load_pretrained(path, dtype, device_); });
   };
+  // Memory: the run's estimate against trainer.memory_gb (or the machine) from config.json,
+  // before any weights load, so a configuration that cannot fit stops here naming its
+  // biggest items and the keys that shrink them instead of being killed mid-step. The KV
+  // cache gets what the rest leaves. On an accelerator the models live in its memory, which
+  // this does not model.
+  std::optional<MemoryPlan> memory;
+  if (device_.is_cpu()) {
+    memory = plan_run_memory(c);
+    log_memory_plan(*memory);
+    check_memory_plan(*memory);
+  }
   policy_ = load();
   AGENTR1_CHECK(policy_->config().vocab_size >= tokenizer_->vocab_size(),
                 "model vocab_size " << policy_->config().vocab_size << " < tokenizer vocab size "
@@ -110,7 +122,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   eo.prefix_cache = c.rollout.prefix_cache;
   eo.batch_invariant = c.rollout.batch_invariant;
   eo.block_size = c.rollout.kv_block_size;
-  eo.n_blocks = c.rollout.kv_blocks;
+  eo.n_blocks = memory ? memory->kv_blocks : c.rollout.kv_blocks;
   const text::Tokenizer* tok = tokenizer_.get();
   eo.detokenize = [tok](const TokenIds& ids) { return tok->decode(ids); };
   // rollout.engine=remote: the servers generate (rollouts and validation), so there is no

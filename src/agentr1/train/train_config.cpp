@@ -74,6 +74,7 @@ void TrainerOptions::validate() const {
   AGENTR1_CHECK(tool_threads >= 1 && tool_threads <= 1024,
                 "trainer.tool_threads must be in 1..1024, got " << tool_threads);
   AGENTR1_CHECK(critic_warmup >= 0, "trainer.critic_warmup must be >= 0, got " << critic_warmup);
+  AGENTR1_CHECK(memory_gb >= 0, "trainer.memory_gb must be >= 0 (0 = what the machine has), got " << memory_gb);
   // Checked here, before any model is built: a missing CUDA fails at once.
   with_context("trainer.device", [&] { require_device_available(parse_device(device)); });
 }

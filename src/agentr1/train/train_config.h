@@ -192,6 +192,10 @@ struct TrainerOptions {
   int seed = 42;                  // run seed (rollout sampling, init)
   int threads = 0;                // torch threads; 0 = all cores
   int tool_threads = 4;           // tool execution pool
+  double memory_gb = 0;           // GiB this run may use (weights, optimiser, KV cache,
+                                  // activations: memory_budget.h); the KV cache gets what is
+                                  // left. 0 = what the machine has (MemTotal or the cgroup's
+                                  // limit) less max(10%, 1.5 GiB)
   int dump_trajectories = 16;     // trajectories dumped per step (0 = none, -1 = all)
   bool progress = true;           // progress line on stderr
   HealthOptions health;           // per-step health monitors (health.h)
@@ -208,6 +212,9 @@ struct TrainerOptions {
     v.field("seed", seed, "run seed");
     v.field("threads", threads, "torch threads; 0 = all cores");
     v.field("tool_threads", tool_threads, "threads executing tool calls");
+    v.field("memory_gb", memory_gb,
+            "GiB this run may use (checked before loading; the KV cache gets what is left); 0 = the machine's "
+            "memory less max(10%, 1.5 GiB)");
     v.field("dump_trajectories", dump_trajectories, "trajectories dumped per step (-1 = all)");
     v.field("progress", progress, "progress line on stderr");
     v.section("health", health, "per-step health monitors: warnings, and stop_on for a clean stop");
