@@ -14,6 +14,8 @@
 #include <tuple>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include "agentr1/core/error.h"
 #include "agentr1/model/lora.h"
@@ -25,6 +27,10 @@ namespace agentr1::model {
 namespace {
 
 using at::indexing::Slice;
+
+// True on a thread running a checkpointed layer's first, unrecorded forward: it must
+// compute what the recorded recomputation will (training-mode dropout included).
+thread_local bool t_checkpoint_forward = false;
 
 // y = x W^T + b; weight [out, in]. Parameters only: no global-RNG initialisation
 // (init_random / load_pretrained fill them). With a LoRA adapter (lora.h) y gains
@@ -39,7 +45,8 @@ struct LinearImpl : torch::nn::Module {
     at::Tensor y = at::linear(x, weight, bias);
     if (!adapted()) return y;
     // Dropout only while training with gradients (the engine's no-grad passes never drop).
-    const bool drop = lora_dropout > 0 && is_training() && at::GradMode::is_enabled();
+    const bool drop =
+        lora_dropout > 0 && is_training() && (at::GradMode::is_enabled() || t_checkpoint_forward);
     const at::Tensor xa = (drop ? at::dropout(x, lora_dropout, /*train=*/true) : x).to(lora_A.scalar_type());
     return y + (at::linear(at::linear(xa, lora_A), lora_B) * lora_scaling).to(y.scalar_type());
   }
@@ -233,11 +240,110 @@ struct BodyImpl : torch::nn::Module {
   std::shared_ptr<RMSNormImpl> norm;
 };
 
+// Activation checkpointing of one decoder layer (TransformerImpl::set_gradient_checkpointing):
+// the forward runs without recording and keeps only the layer's inputs; the backward runs
+// the layer again with grad (restoring the CPU generator, so LoRA dropout draws the same
+// masks) and back-propagates through that one recomputed layer, accumulating its
+// parameters' gradients. Peak activation memory: one layer's, plus every layer's input.
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Marks this thread as inside a checkpointed layer's unrecorded forward.
+struct UnrecordedForward {
+  UnrecordedForward() : prev(t_checkpoint_forward) { t_checkpoint_forward = true; }
+  ~UnrecordedForward() { t_checkpoint_forward = prev; }
+  bool prev;
+};
+
+at::Tensor cpu_rng_state() { return at::detail::getDefaultCPUGenerator().get_state(); }
+void set_cpu_rng_state(const at::Tensor& s) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(s);
+}
+
+// Re-runs `fn` with grad from detached copies of `inputs` (the generator as it was at the
+// forward), back-propagates `grads` through it and returns the inputs' gradients.
+variable_list recompute_and_backward(const variable_list& inputs, const at::Tensor& rng, const variable_list& grads,
+                                     const std::function<variable_list(const variable_list&)>& fn) {
+  variable_list leaves;
+  for (const auto& x : inputs) leaves.push_back(x.detach().requires_grad_(true));
+  variable_list outs;
+  {
+    at::AutoGradMode grad_on(true);
+    const at::Tensor now = cpu_rng_state();
+    set_cpu_rng_state(rng);
+    outs = fn(leaves);
+    set_cpu_rng_state(now);
+  }
+  variable_list os, gs;
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (grads[i].defined() && outs[i].requires_grad()) {
+      os.push_back(outs[i]);
+      gs.push_back(grads[i]);
+    }
+  if (!os.empty()) torch::autograd::backward(os, gs);
+  variable_list out;
+  for (auto& l : leaves) out.push_back(l.grad());
+  return out;
+}
+
+struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                            const at::Tensor& blocked, int64_t layer) {
+    ctx->save_for_backward({x, cos, sin, blocked});
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["rng"] = cpu_rng_state();
+    at::NoGradGuard ng;
+    UnrecordedForward mark;
+    return reinterpret_cast<DecoderLayerImpl*>(layer)->forward(x, cos, sin, blocked);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    auto* layer = reinterpret_cast<DecoderLayerImpl*>(ctx->saved_data["layer"].toInt());
+    const variable_list g = recompute_and_backward({s[0]}, ctx->saved_data["rng"].toTensor(), grads,
+                                                   [&](const variable_list& in) -> variable_list {
+                                                     return {layer->forward(in[0], s[1], s[2], s[3])};
+                                                   });
+    return {g[0], at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct CheckpointedSharedLayer : public torch::autograd::Function<CheckpointedSharedLayer> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& xp, const at::Tensor& xs, const at::Tensor& cp,
+                               const at::Tensor& sp, const at::Tensor& cs, const at::Tensor& ss,
+                               const at::Tensor& blocked_p, const at::Tensor& blocked_s, int64_t layer) {
+    ctx->save_for_backward({xp, xs, cp, sp, cs, ss, blocked_p, blocked_s});
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["rng"] = cpu_rng_state();
+    at::NoGradGuard ng;
+    UnrecordedForward mark;
+    auto [hp, hs] = reinterpret_cast<DecoderLayerImpl*>(layer)->forward_shared(xp, xs, Rope{cp, sp}, Rope{cs, ss},
+                                                                                blocked_p, blocked_s);
+    return {hp, hs};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    auto* layer = reinterpret_cast<DecoderLayerImpl*>(ctx->saved_data["layer"].toInt());
+    const variable_list g = recompute_and_backward({s[0], s[1]}, ctx->saved_data["rng"].toTensor(), grads,
+                                                   [&](const variable_list& in) -> variable_list {
+                                                     auto [hp, hs] = layer->forward_shared(
+                                                         in[0], in[1], Rope{s[2], s[3]}, Rope{s[4], s[5]}, s[6], s[7]);
+                                                     return {hp, hs};
+                                                   });
+    return {g[0], g[1], at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+int64_t layer_handle(const std::shared_ptr<DecoderLayerImpl>& l) { return reinterpret_cast<int64_t>(l.get()); }
+
 }  // namespace
 
 struct TransformerImpl::Impl {
   std::shared_ptr<BodyImpl> body;
   std::optional<LoraOptions> lora;                                // set by add_lora
+  bool checkpoint_layers = false;                                 // set_gradient_checkpointing
   std::vector<std::pair<std::string, std::shared_ptr<LinearImpl>>> adapted;  // "model.layers.N.<...>.q_proj", in order
   std::mutex rope_mu;           // guards the RoPE tables of forward_cached
   at::Tensor rope_cos, rope_sin;  // [P,hd] fp32, grown on demand
@@ -253,12 +359,20 @@ struct TransformerImpl::Impl {
     return {emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1)};
   }
 
+  // Layer checkpointing applies while recording gradients.
+  bool checkpointing() const { return checkpoint_layers && at::GradMode::is_enabled(); }
+
   // x: [B,T,H] through all layers (not the final norm); allowed: [B|1,T,S] bool.
   at::Tensor layers(const ModelConfig& c, at::Tensor x, const at::Tensor& positions, const at::Tensor& allowed) const {
     auto [cos, sin] = rope(c, positions, x.scalar_type());
     const at::Tensor blocked = allowed.logical_not().unsqueeze(1).unsqueeze(1);  // [B|1,1,1,T,S]
+    const bool ck = checkpointing();
+    // A checkpointed layer's parameters get gradients only if its input requires one (a
+    // frozen embedding's output does not, under LoRA): make it a leaf that does.
+    if (ck && !x.requires_grad()) x = x.detach().requires_grad_(true);
     for (size_t i = 0; i < body->layer_ptrs.size(); ++i)
-      x = body->layer_ptrs[i]->forward(x, cos, sin, blocked);
+      x = ck ? CheckpointedLayer::apply(x, cos, sin, blocked, layer_handle(body->layer_ptrs[i]))
+             : body->layer_ptrs[i]->forward(x, cos, sin, blocked);
     return x;
   }
 };
@@ -324,7 +438,18 @@ at::Tensor TransformerImpl::hidden_states(const at::Tensor& ids, const at::Tenso
   const Rope rp{cp, sp}, rs{cs, ss};
   const at::Tensor blocked_p = allowed_p.logical_not().unsqueeze(1).unsqueeze(1);
   const at::Tensor blocked_s = allowed_s.logical_not().unsqueeze(1).unsqueeze(1);
-  for (const auto& layer : impl_->body->layer_ptrs) std::tie(xp, x) = layer->forward_shared(xp, x, rp, rs, blocked_p, blocked_s);
+  const bool ck = impl_->checkpointing();
+  if (ck && !x.requires_grad()) x = x.detach().requires_grad_(true);  // see Impl::layers
+  if (ck && !xp.requires_grad()) xp = xp.detach().requires_grad_(true);
+  for (const auto& layer : impl_->body->layer_ptrs) {
+    if (ck) {
+      const variable_list o = CheckpointedSharedLayer::apply(xp, x, cp, sp, cs, ss, blocked_p, blocked_s, layer_handle(layer));
+      xp = o[0];
+      x = o[1];
+    } else {
+      std::tie(xp, x) = layer->forward_shared(xp, x, rp, rs, blocked_p, blocked_s);
+    }
+  }
   return impl_->body->norm->forward(x);
 }
 
@@ -391,6 +516,14 @@ void TransformerImpl::add_lora(const LoraOptions& opts, uint64_t seed) {
     }
   }
   impl_->lora = opts;
+}
+
+void TransformerImpl::set_gradient_checkpointing(bool on) { impl_->checkpoint_layers = on; }
+
+bool TransformerImpl::gradient_checkpointing() const { return impl_->checkpoint_layers; }
+
+const at::Tensor& TransformerImpl::lm_head_weight() const {
+  return impl_->lm_head ? impl_->lm_head->weight : impl_->body->embed_tokens->weight;
 }
 
 const LoraOptions* TransformerImpl::lora() const { return impl_->lora ? &*impl_->lora : nullptr; }

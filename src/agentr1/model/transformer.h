@@ -69,6 +69,17 @@ class TransformerImpl : public torch::nn::Module {
                                 const at::Tensor& own, const at::Tensor& own_mask);
   // Projects hidden states [...,H] to fp32 logits [...,V] (tied or lm_head).
   at::Tensor logits_from_hidden(const at::Tensor& hidden);
+  // The LM head's weight [V,H]: lm_head.weight, or embed_tokens.weight when tied.
+  const at::Tensor& lm_head_weight() const;
+
+  // Activation checkpointing per decoder layer (actor.gradient_checkpointing): while
+  // gradients are recorded, each layer of forward/hidden_states keeps only its input and
+  // is recomputed in the backward pass, so training memory holds one layer's activations
+  // instead of every layer's (about a third more compute). Gradients equal those without
+  // it (the recomputation runs the same operations; LoRA dropout draws the same masks).
+  // The tree-packed form (hidden_states_tree) does not checkpoint.
+  void set_gradient_checkpointing(bool on);
+  bool gradient_checkpointing() const;
 
   // LoRA (lora.h). add_lora adds adapters to the targeted projections of every layer
   // (A drawn from a private generator seeded with `seed`, B zero: the model's outputs

@@ -28,12 +28,15 @@ constexpr int64_t kRuntimeBytes = 320LL << 20;
 // products and outputs (6 H), q through its projection, norm, RoPE (3 tensors) and the
 // attention output before and after the reshape (8 q), k the same way and v (6 kv), the
 // MLP's gate, SiLU, up and product (4 I). The fitted factor below scales the whole.
-// Measured over counted: 1.15, fitted on a Qwen3-0.6B-shaped model in fp32 (2 rows of ~316
-// tokens per micro-batch, no shared prefix): peak RSS 16.84 GiB in step 2's backward, of
-// which weights, gradients, AdamW state and the KV cache are 10.14 GiB, leaving ~6.7 GiB
-// where the count gives 5.2 GiB plus the runtime. The allocator's slack and the temporaries
-// of the op that peaks are what the count misses.
-constexpr int64_t kActivationScalePercent = 115;
+// Measured over counted: fitted on a Qwen3-0.6B-shaped model in fp32 (2 rows of ~316
+// tokens per micro-batch, no shared prefix). With the dense LM head: peak RSS 16.84 GiB in
+// step 2's backward, of which weights, gradients, AdamW state and the KV cache are 10.14
+// GiB, leaving ~6.7 GiB where the count gave 5.2 GiB plus the runtime (factor 1.15). With
+// the chunked head (2026-12-04) the peak fell only to 16.40 GiB while the count of the
+// logits fell by ~2 GiB: the dense count of six [tokens, vocab] tensors was high and the
+// rest low; 1.35 puts the worst case back above the measured peak. The allocator's slack
+// and the temporaries of the op that peaks are what the count misses.
+constexpr int64_t kActivationScalePercent = 135;
 
 int64_t layer_elements_per_token(const model::ModelConfig& m) {
   const int64_t q = m.num_attention_heads * m.head_dim, kv = m.num_key_value_heads * m.head_dim;
@@ -50,7 +53,18 @@ int64_t dtype_bytes(const std::string& dtype) {
 // [rows, heads, T, T] fp32 that softmax keeps, plus one layer's score gradients while
 // backward runs), and when vocab > 0 the fp32 logits [tokens, vocab] with their
 // log-softmax, exp, entropy product and the gradients of those (6 such tensors).
-int64_t activation_bytes(const model::ModelConfig& m, int64_t e, int64_t tokens, int64_t row, bool logits) {
+// checkpoint (actor.gradient_checkpointing): every layer keeps only its input [tokens, H]
+// and one layer at a time is recomputed, so one layer's saved tensors and scores stand in
+// for all L. Logits beyond one chunk (logits_chunk_tokens) go through the head chunk by
+// chunk (chunked_logprobs.h): a few [chunk, vocab] fp32 blocks at a time.
+int64_t activation_bytes(const model::ModelConfig& m, int64_t e, int64_t tokens, int64_t row, bool logits,
+                         bool checkpoint = false, bool head_trained = false) {
+  if (checkpoint) {
+    model::ModelConfig one = m;
+    one.num_hidden_layers = 1;
+    return activation_bytes(one, e, tokens, row, logits, false, head_trained) +
+           (m.num_hidden_layers - 1) * tokens * m.hidden_size * e / 100 * kActivationScalePercent;
+  }
   const int64_t L = m.num_hidden_layers;
   int64_t per_token_layer = e * layer_elements_per_token(m);
   // Reduced precision: each RMSNorm keeps an fp32 copy of its input and an fp32 product.
@@ -62,7 +76,13 @@ int64_t activation_bytes(const model::ModelConfig& m, int64_t e, int64_t tokens,
   const int64_t score_bytes = 4 + (e < 4 ? e : 0);
   const int64_t scores_layer = m.num_attention_heads * tokens * row * score_bytes;
   int64_t bytes = L * (tokens * per_token_layer + scores_layer) + 2 * m.num_attention_heads * tokens * row * 4;
-  if (logits) bytes += 6 * tokens * m.vocab_size * 4 + (e < 4 ? tokens * m.vocab_size * e : 0);
+  const int64_t chunk = logits_chunk_tokens(m.vocab_size);
+  if (logits && tokens <= chunk) bytes += 6 * tokens * m.vocab_size * 4 + (e < 4 ? tokens * m.vocab_size * e : 0);
+  // Chunked: a few [chunk, vocab] fp32 blocks, and in the backward the head's fp32
+  // gradient [vocab, H] when it trains (full fine-tuning; a LoRA head is frozen).
+  if (logits && tokens > chunk)
+    bytes += 4 * chunk * m.vocab_size * 4 + 2 * tokens * m.hidden_size * 4 +
+             (head_trained ? m.vocab_size * m.hidden_size * 4 : 0);
   return bytes / 100 * kActivationScalePercent;
 }
 
@@ -256,7 +276,8 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
   int64_t tokens = p.row_tokens * std::min<int64_t>(al.micro_batch_size, rows_per_step);
   if (al.micro_batch_max_tokens > 0) tokens = std::max(p.row_tokens, std::min(tokens, al.micro_batch_max_tokens));
   p.micro_batch_tokens = tokens;
-  const int64_t actor_act = activation_bytes(policy, e, tokens, p.row_tokens, /*logits=*/true);
+  const bool ck = cfg.actor.gradient_checkpointing;
+  const int64_t actor_act = activation_bytes(policy, e, tokens, p.row_tokens, /*logits=*/true, ck, !lora.enabled());
   // AdamW's step makes a few temporaries the size of the parameter it updates; the largest
   // is the embedding (when it trains). Not at the same time as the activations.
   const int64_t largest_param = lora.enabled() ? 0 : policy.vocab_size * policy.hidden_size * e;
@@ -295,7 +316,7 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
                              p.kv_block_bytes * p.engines;
     const int64_t others = rest - act + kv_least;
     auto fits_with = [&](int64_t t) {
-      const int64_t a = activation_bytes(policy, e, t, p.row_tokens, /*logits=*/true);
+      const int64_t a = activation_bytes(policy, e, t, p.row_tokens, /*logits=*/true, ck, !lora.enabled());
       return others + std::max({a, critic_act, 3 * largest_param}) <= budget.bytes;
     };
     if (!fits_with(p.row_tokens)) {
@@ -376,6 +397,10 @@ void check_memory_plan(const MemoryPlan& p) {
         "(actor.lora.rank=16), load the weights in bf16 (model.dtype=bf16), or raise trainer.memory_gb if "
         "the machine really has more";
   throw Error(os.str());
+}
+
+int64_t logits_chunk_tokens(int64_t vocab) {
+  return std::max<int64_t>(16, (int64_t{1} << 24) / std::max<int64_t>(1, vocab));
 }
 
 }  // namespace agentr1::train

@@ -100,4 +100,9 @@ void check_memory_plan(const MemoryPlan& plan);
 // "1.25 GiB" / "340 MiB".
 std::string format_bytes(int64_t bytes);
 
+// Tokens per chunk of the learner's LM head (chunked_logprobs.h) for a vocabulary of
+// `vocab`: about 64 MiB of fp32 logits per chunk, at least 16 tokens. Micro-batches of
+// at most this many tokens keep the dense path.
+int64_t logits_chunk_tokens(int64_t vocab);
+
 }  // namespace agentr1::train

@@ -88,6 +88,19 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   // biggest items and the keys that shrink them instead of being killed mid-step. The KV
   // cache gets what the rest leaves. On an accelerator the models live in its memory, which
   // this does not model.
+  // Positions first (config.json alone): a context the model cannot hold is the error to
+  // report, not the memory it would take.
+  const int64_t max_pos =
+      with_context("model config of '" + path + "'", [&] {
+        return model::ModelConfig::load((fs::path(path) / "config.json").string());
+      }).max_position_embeddings;
+  AGENTR1_CHECK(c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens <= max_pos,
+                "rollout.max_prompt_tokens (" << c.rollout.flow.max_prompt_tokens << ") + rollout.max_new_tokens ("
+                    << c.rollout.flow.max_new_tokens << ") = "
+                    << c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens
+                    << " exceeds the model's max_position_embeddings (" << max_pos
+                    << "); HINT: set rollout.max_prompt_tokens=" << max_pos - c.rollout.flow.max_new_tokens
+                    << " or lower");
   std::optional<MemoryPlan> memory;
   if (device_.is_cpu()) {
     memory = plan_run_memory(c);
@@ -108,14 +121,6 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
     for (auto& p : reference->parameters()) p.requires_grad_(false);
     reference->eval();
   }
-  const int64_t max_pos = policy_->config().max_position_embeddings;
-  AGENTR1_CHECK(c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens <= max_pos,
-                "rollout.max_prompt_tokens (" << c.rollout.flow.max_prompt_tokens << ") + rollout.max_new_tokens ("
-                    << c.rollout.flow.max_new_tokens << ") = "
-                    << c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens
-                    << " exceeds the model's max_position_embeddings (" << max_pos
-                    << "); HINT: set rollout.max_prompt_tokens=" << max_pos - c.rollout.flow.max_new_tokens
-                    << " or lower");
   rollout::EngineOptions eo;
   eo.max_batch = c.rollout.max_batch;
   eo.max_context = c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens;

@@ -39,6 +39,7 @@ Actor::Actor(model::Transformer policy, ActorOptions opts)
   AGENTR1_CHECK(opts_.lora.enabled() == (policy_->lora() != nullptr),
                 "Actor: actor.lora.rank is " << opts_.lora.rank << " but the policy "
                                              << (policy_->lora() ? "has" : "has no") << " LoRA adapters");
+  policy_->set_gradient_checkpointing(opts_.gradient_checkpointing);
   optim_ = std::make_unique<Optimizer>(policy_->trainable_parameters(), opts_.optim, "actor",
                                        opts_.loop.max_consecutive_skips);
 }

@@ -48,6 +48,10 @@ struct ActorOptions {
   double kl_loss_coef = 0.001;      // weight of the KL loss
   algo::KlType kl_loss_type = algo::KlType::kLowVarKl;  // KL estimator
   double entropy_coeff = 0.0;       // entropy bonus weight (loss -= coeff * entropy)
+  bool gradient_checkpointing = false;  // recompute each decoder layer in the backward pass
+                                    // (model::TransformerImpl::set_gradient_checkpointing):
+                                    // one layer's activations in memory instead of all, for
+                                    // about a third more learner compute
   bool merge_prefix_steps = true;   // pack append-only steps of a trajectory into one row
   bool use_rollout_logprobs = true; // old log-probs = the engine's behaviour log-probs (the
                                     // synchronous trainer rolls out with the weights it then
@@ -92,6 +96,8 @@ struct ActorOptions {
     v.field("kl_loss_coef", kl_loss_coef, "weight of the KL loss");
     v.field("kl_loss_type", kl_loss_type_name, "k1 | abs | k2 (mse) | k3 (low_var_kl)");
     v.field("entropy_coeff", entropy_coeff, "entropy bonus weight");
+    v.field("gradient_checkpointing", gradient_checkpointing,
+            "recompute each decoder layer in the backward pass: one layer's activations in memory, ~1/3 more compute");
     v.field("merge_prefix_steps", merge_prefix_steps, "pack append-only steps into one row");
     v.field("use_rollout_logprobs", use_rollout_logprobs,
             "old log-probs = the engine's behaviour log-probs (skips a scoring pass)");

@@ -3,6 +3,8 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include "agentr1/core/error.h"
+#include "agentr1/train/learner/chunked_logprobs.h"
+#include "agentr1/train/memory_budget.h"
 
 namespace agentr1::train {
 
@@ -23,6 +25,17 @@ at::Tensor batch_logits(model::TransformerImpl& model, const TrainBatch& batch) 
 
 at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, at::Tensor* entropy,
                            double temperature) {
+  // Logits beyond one chunk (~64 MiB fp32) go through the head chunk by chunk, forward and
+  // backward (chunked_logprobs.h); smaller batches keep the dense path and its numbers.
+  const int64_t chunk = logits_chunk_tokens(model->config().vocab_size);
+  if (batch.targets.numel() > chunk) {
+    const at::Tensor h = batch_hidden_states(*model, batch).slice(/*dim=*/1, 0, -1);  // [B,T-1,H]
+    const int64_t B = h.size(0), T = h.size(1);
+    auto [lp, ent] = chunked_token_logprobs(h.reshape({B * T, h.size(2)}), model->lm_head_weight(),
+                                            batch.targets.reshape({-1}), temperature, chunk);
+    if (entropy != nullptr) *entropy = ent.view({B, T});
+    return lp.view({B, T});
+  }
   at::Tensor logits = batch_logits(*model, batch);  // [B,T-1,V]
   if (temperature != 1.0) logits = logits / temperature;
   at::Tensor logp_all = at::log_softmax(logits, /*dim=*/-1);  // [B,T-1,V]
