@@ -64,6 +64,14 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
+  // Drops the resident pages wholly inside [begin, end) of the file (read; never read
+  // again): a file read tensor by tensor then never holds its whole mapping beside the
+  // copies (a 1.5B bf16 checkpoint: 2.9 GB less at the peak of a load).
+  void release(uint64_t begin, uint64_t end) const {
+    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t lo = (begin + page - 1) / page * page, hi = std::min(end, size_) / page * page;
+    if (data_ != nullptr && hi > lo) ::madvise(const_cast<uint8_t*>(data_) + lo, hi - lo, MADV_DONTNEED);
+  }
 
  private:
   int fd_ = -1;
@@ -97,6 +105,7 @@ TensorList read_safetensors(const std::string& path, std::map<std::string, std::
   for (const auto& e : h.entries) {
     at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(safetensors_dtype(e.dtype)));
     if (e.end > e.begin) std::memcpy(t.data_ptr(), data + e.begin, e.end - e.begin);
+    file.release(h.data_offset + e.begin, h.data_offset + e.end);
     out.emplace_back(e.name, std::move(t));
   }
   return out;
