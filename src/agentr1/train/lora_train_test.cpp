@@ -24,20 +24,16 @@ namespace fs = std::filesystem;
 using agentr1::testing::error_of;
 using testing::step_metrics;
 
-json lora_tree(const std::string& dir, const std::vector<std::string>& extra) {
-  json tree = default_train_tree();
-  std::vector<std::string> o = {
-      "model.path=" + dir + "/model", "trainer.output_dir=" + dir + "/run", "trainer.test_freq=0",
-      "trainer.threads=1", "data.train_batch_size=2", "data.val_size=1", "rollout.n=4", "rollout.val_k=0",
-      "rollout.max_new_tokens=6", "rollout.max_prompt_tokens=2048", "rollout.max_steps=2",
-      "trainer.progress=false", "trainer.save_freq=1", "actor.lora.rank=4", "actor.lora.alpha=8",
-      // A large step so the adapter moves the policy far from its base within a step:
-      // an update that did not reach the engine would show in logprob_max_diff. A random
-      // model earns no reward (zero advantages): the entropy bonus gives the gradient.
-      "actor.optim.lr=0.05", "actor.entropy_coeff=0.5", "actor.use_kl_loss=true", "actor.kl_loss_coef=0.001"};
+// A tiny run with LoRA and groups of 4. A large step so the adapter moves the policy far
+// from its base within a step: an update that did not reach the engine would show in
+// logprob_max_diff. A random model earns no reward (zero advantages): the entropy bonus
+// gives the gradient.
+json lora_tree(const std::string& dir, std::vector<std::string> extra) {
+  std::vector<std::string> o = {"rollout.n=4", "trainer.save_freq=1", "trainer.dump_trajectories=16",
+                                "actor.lora.rank=4", "actor.lora.alpha=8", "actor.optim.lr=0.05",
+                                "actor.entropy_coeff=0.5", "actor.use_kl_loss=true", "actor.kl_loss_coef=0.001"};
   o.insert(o.end(), extra.begin(), extra.end());
-  for (const std::string& x : o) apply_override(tree, x);
-  return tree;
+  return testing::tiny_run_tree(dir, o);
 }
 
 TEST(LoraTrainTest, UpdatesReachTheEngineReferenceIsTheBaseAndRunsResume) {

@@ -103,17 +103,7 @@ TEST(RLTrainerTest, RunsEndToEndAndResumes) {
 using testing::read_jsonl;
 using testing::step_metrics;
 
-json tiny_run_tree(const std::string& dir, const std::vector<std::string>& extra) {
-  json tree = default_train_tree();
-  std::vector<std::string> o = {
-      "model.path=" + dir + "/model", "trainer.output_dir=" + dir + "/run", "trainer.test_freq=0",
-      "trainer.threads=1", "data.train_batch_size=2", "data.val_size=1", "rollout.n=2", "rollout.val_k=0",
-      "rollout.max_new_tokens=6", "rollout.max_prompt_tokens=2048", "rollout.max_steps=2",
-      "trainer.progress=false", "trainer.dump_trajectories=-1"};
-  o.insert(o.end(), extra.begin(), extra.end());
-  for (const std::string& x : o) apply_override(tree, x);
-  return tree;
-}
+using testing::tiny_run_tree;
 
 // PPO with a step-level GAE critic: warm-up step (critic only), finite critic metrics,
 // audit columns in the dumps, the critic in the checkpoint, and resume.

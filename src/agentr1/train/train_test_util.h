@@ -28,8 +28,24 @@
 #include "agentr1/train/checkpoint.h"
 #include "agentr1/train/distributed/distributed.h"
 #include "agentr1/train/run_dir.h"
+#include "agentr1/train/train_config.h"
 
 namespace agentr1::train::testing {
+
+// The default train tree with a tiny run's settings (dir/model, dir/run, one thread, 2
+// prompts x 2 samples, 6 new tokens, no validation but at the ends, every trajectory
+// dumped), then `extra` overrides applied in order (later ones win).
+inline json tiny_run_tree(const std::string& dir, const std::vector<std::string>& extra) {
+  json tree = default_train_tree();
+  std::vector<std::string> o = {
+      "model.path=" + dir + "/model", "trainer.output_dir=" + dir + "/run", "trainer.test_freq=0",
+      "trainer.threads=1", "data.train_batch_size=2", "data.val_size=1", "rollout.n=2", "rollout.val_k=0",
+      "rollout.max_new_tokens=6", "rollout.max_prompt_tokens=2048", "rollout.max_steps=2",
+      "trainer.progress=false", "trainer.dump_trajectories=-1"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  for (const std::string& x : o) apply_override(tree, x);
+  return tree;
+}
 
 // A fresh temporary directory holding model/: an HF model directory with the tiny
 // Qwen3 tokenizer (tests/fixtures/flow/tiny_qwen3) and random weights (seed 5).
