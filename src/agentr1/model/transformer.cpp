@@ -18,6 +18,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "agentr1/core/error.h"
+#include "agentr1/model/blocked_attention.h"
 #include "agentr1/model/lora.h"
 #include "agentr1/model/paged_attention.h"
 #include "agentr1/model/row_linear.h"
@@ -141,9 +142,14 @@ struct AttentionImpl : torch::nn::Module {
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& blocked) {
     const int64_t B = q.size(0), T = q.size(2);
     const int64_t S = k.size(2), rep = n_heads / n_kv;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+    if (attention_block > 0 && S > attention_block) {  // tiles with an online softmax
+      const at::Tensor out = detail::blocked_attention(q, k, v, blocked, scale, attention_block);
+      return o_proj->forward(out.transpose(1, 2).reshape({B, T, n_heads * head_dim}));
+    }
     // GQA without copying k/v: query head h = g*rep + r uses kv head g.
     at::Tensor qg = q.view({B, n_kv, rep * T, head_dim});
-    at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)).mul_(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    at::Tensor scores = at::matmul(qg, k.transpose(-1, -2)).mul_(scale);
     scores = scores.view({B, n_kv, rep, T, S});
     scores.masked_fill_(blocked, -std::numeric_limits<double>::infinity());
     at::Tensor probs = at::softmax(scores, /*dim=*/-1, at::kFloat).to(q.scalar_type());
@@ -177,6 +183,7 @@ struct AttentionImpl : torch::nn::Module {
   }
 
   int64_t n_heads, n_kv, head_dim;
+  int64_t attention_block = kDefaultAttentionBlock;  // TransformerImpl::set_attention_block
   std::shared_ptr<LinearImpl> q_proj, k_proj, v_proj, o_proj;
   std::shared_ptr<RMSNormImpl> q_norm, k_norm;
 };
@@ -519,6 +526,15 @@ void TransformerImpl::add_lora(const LoraOptions& opts, uint64_t seed) {
 }
 
 void TransformerImpl::set_gradient_checkpointing(bool on) { impl_->checkpoint_layers = on; }
+
+void TransformerImpl::set_attention_block(int64_t tokens) {
+  AGENTR1_CHECK(tokens >= 0, "attention block must be >= 0 tokens (0 = dense attention), got " << tokens);
+  for (const auto& l : impl_->body->layer_ptrs) l->self_attn->attention_block = tokens;
+}
+
+int64_t TransformerImpl::attention_block() const {
+  return impl_->body->layer_ptrs.empty() ? kDefaultAttentionBlock : impl_->body->layer_ptrs[0]->self_attn->attention_block;
+}
 
 bool TransformerImpl::gradient_checkpointing() const { return impl_->checkpoint_layers; }
 

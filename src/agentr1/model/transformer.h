@@ -24,6 +24,9 @@
 
 namespace agentr1::model {
 
+// Keys beyond which the learner's attention runs in tiles (set_attention_block).
+inline constexpr int64_t kDefaultAttentionBlock = 256;
+
 class TransformerImpl : public torch::nn::Module {
  public:
   explicit TransformerImpl(const ModelConfig& cfg);
@@ -80,6 +83,15 @@ class TransformerImpl : public torch::nn::Module {
   // The tree-packed form (hidden_states_tree) does not checkpoint.
   void set_gradient_checkpointing(bool on);
   bool gradient_checkpointing() const;
+
+  // Attention over more than `tokens` keys (a row of the learner, a tree path) runs in
+  // tiles of tokens x tokens with an online softmax, forward and backward
+  // (blocked_attention.h): no [heads, T, S] scores in memory, and tiles a causal or
+  // segment mask hides entirely are skipped. Up to `tokens` keys, and with 0 always, the
+  // dense softmax. Results equal the dense path's to fp32 rounding (not bit for bit).
+  // The engine's cached forward has its own kernels and ignores this.
+  void set_attention_block(int64_t tokens);
+  int64_t attention_block() const;
 
   // LoRA (lora.h). add_lora adds adapters to the targeted projections of every layer
   // (A drawn from a private generator seeded with `seed`, B zero: the model's outputs

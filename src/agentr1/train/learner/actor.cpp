@@ -23,6 +23,8 @@ void ActorOptions::validate() const {
   lora.validate("actor.lora");
   loop.validate("actor");
   AGENTR1_CHECK(kl_loss_coef >= 0, "actor.kl_loss_coef must be >= 0, got " << kl_loss_coef);
+  AGENTR1_CHECK(attention_block >= 0, "actor.attention_block must be >= 0 tokens (0 = dense attention; the default "
+                                          << model::kDefaultAttentionBlock << "), got " << attention_block);
   AGENTR1_CHECK(temperature > 0 && std::isfinite(temperature),
                 "actor temperature must be > 0 (it follows rollout.temperature, which must be > 0 for RL "
                 "sampling), got " << temperature);
@@ -40,6 +42,7 @@ Actor::Actor(model::Transformer policy, ActorOptions opts)
                 "Actor: actor.lora.rank is " << opts_.lora.rank << " but the policy "
                                              << (policy_->lora() ? "has" : "has no") << " LoRA adapters");
   policy_->set_gradient_checkpointing(opts_.gradient_checkpointing);
+  policy_->set_attention_block(opts_.attention_block);
   optim_ = std::make_unique<Optimizer>(policy_->trainable_parameters(), opts_.optim, "actor",
                                        opts_.loop.max_consecutive_skips);
 }

@@ -1,8 +1,10 @@
 // Training memory bounded in sequence length, with the dense path as the reference:
 // the chunked LM head (values and gradients of log-probs and entropies, head frozen or
-// trained, with a temperature) and activation checkpointing per decoder layer (every
+// trained, with a temperature), activation checkpointing per decoder layer (every
 // parameter's gradient, three architectures, packed segments and the shared-prefix form,
-// LoRA adapters with dropout).
+// LoRA adapters with dropout), and the model's attention in tiles with an online softmax
+// in the same forms (the kernel itself is tested against a float64 reference in
+// model/blocked_attention_test).
 #include <gtest/gtest.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -98,19 +100,25 @@ bool graph_has(const at::Tensor& t, const std::string& part) {
 }
 
 // Gradients of every trainable parameter after one backward of a loss over the logits.
+// With block > 0 the attention runs in tiles of that many tokens (else dense); the
+// logits come back under the key "logits".
 std::map<std::string, at::Tensor> grads_of(Transformer& m, bool checkpoint, const at::Tensor& ids,
-                                           const at::Tensor& segments, const at::Tensor& prefix) {
+                                           const at::Tensor& segments, const at::Tensor& prefix, int64_t block = 0) {
   m->zero_grad();
   m->set_gradient_checkpointing(checkpoint);
+  m->set_attention_block(block);
   m->train();
   at::manual_seed(17);  // the global generator: LoRA dropout's masks
   const at::Tensor logits = m->forward(ids, {}, segments, prefix);
   EXPECT_EQ(graph_has(logits, "Checkpointed"), checkpoint);  // the layers really were checkpointed (or not)
+  if (!checkpoint) EXPECT_EQ(graph_has(logits, "BlockedAttention"), block > 0);  // tiles really ran (or not)
   (at::log_softmax(logits, -1).select(-1, 3) * randn({ids.size(0), ids.size(1)}, 5)).sum().backward();
   std::map<std::string, at::Tensor> g;
   for (const auto& p : m->named_parameters())
     if (p.value().requires_grad()) g[p.key()] = p.value().grad().defined() ? p.value().grad().clone() : at::Tensor();
+  g["logits"] = logits.detach();
   m->set_gradient_checkpointing(false);
+  m->set_attention_block(model::kDefaultAttentionBlock);
   return g;
 }
 
@@ -155,6 +163,47 @@ TEST_P(CheckpointingTest, GradientsEqualTheRecordedForward) {
     EXPECT_GT(max_abs(m->named_parameters()[n].grad(), want.at(n)), 1e-6);
   }
 }
+
+// The model's attention in tiles (Transformer::set_attention_block, blocked_attention.h)
+// against its dense attention: logits and every parameter's gradient to fp32 tolerance,
+// in every form the learner forwards (rows of 11 tokens in tiles of 3; the prefix form
+// attends over 6 + 11 keys). Tree packing: tree_packing_test.
+class BlockedAttentionModelTest : public ::testing::TestWithParam<CkCase> {};
+
+TEST_P(BlockedAttentionModelTest, LogitsAndGradientsEqualDenseAttention) {
+  const auto [arch, form] = GetParam();  // form 4: checkpointed layers too
+  Transformer m = spicy_model(tiny_config(arch), 3);
+  const int64_t V = m->config().vocab_size;
+  const at::Tensor ids = random_ids(2, 11, V, 1);
+  at::Tensor segments, prefix;
+  if (form == 1) segments = at::tensor({0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 5, 5, 5, 5, 5, 5, 5, 5, -1, -1, -1}).view({2, 11});
+  if (form == 2) prefix = random_ids(1, 6, V, 2)[0];
+  if (form == 3) {
+    model::LoraOptions lo;
+    lo.rank = 3;
+    lo.alpha = 6;
+    lo.dropout = 0.3;
+    m->add_lora(lo, 4);
+    at::NoGradGuard ng;
+    for (auto& [name, t] : m->lora_parameters()) t.normal_(0.0, 0.3);
+  }
+  const bool ck = form == 4;
+  const auto want = grads_of(m, ck, ids, segments, prefix, /*block=*/0);
+  const auto got = grads_of(m, ck, ids, segments, prefix, /*block=*/3);
+  ASSERT_EQ(want.size(), got.size());
+  for (const auto& [name, g] : want) {
+    ASSERT_TRUE(g.defined()) << name;
+    ASSERT_TRUE(got.at(name).defined()) << name << " got no gradient with tiled attention";
+    const at::Tensor a = name == "logits" && form == 1 ? got.at(name) * (segments >= 0).unsqueeze(-1) : got.at(name);
+    const at::Tensor b = name == "logits" && form == 1 ? g * (segments >= 0).unsqueeze(-1) : g;
+    EXPECT_LE(max_abs(a, b), 1e-5 * (1 + b.abs().max().item<double>())) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, BlockedAttentionModelTest,
+                         ::testing::Values(CkCase{Arch::kQwen2, 0}, CkCase{Arch::kQwen3, 0}, CkCase{Arch::kLlama, 0},
+                                           CkCase{Arch::kQwen2, 1}, CkCase{Arch::kQwen3, 1}, CkCase{Arch::kQwen3, 2},
+                                           CkCase{Arch::kLlama, 2}, CkCase{Arch::kQwen2, 3}, CkCase{Arch::kQwen3, 4}));
 
 INSTANTIATE_TEST_SUITE_P(Forms, CheckpointingTest,
                          ::testing::Values(CkCase{Arch::kQwen2, 0}, CkCase{Arch::kQwen3, 0}, CkCase{Arch::kLlama, 0},

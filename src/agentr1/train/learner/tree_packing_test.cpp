@@ -70,6 +70,20 @@ std::vector<PackedRow> rows_of_groups() {
   return rows;
 }
 
+// Whether the autograd graph behind t contains a node whose name has `part`.
+bool graph_has(const at::Tensor& t, const std::string& part) {
+  std::vector<torch::autograd::Node*> todo{t.grad_fn().get()};
+  std::set<torch::autograd::Node*> seen;
+  while (!todo.empty()) {
+    torch::autograd::Node* n = todo.back();
+    todo.pop_back();
+    if (n == nullptr || !seen.insert(n).second) continue;
+    if (n->name().find(part) != std::string::npos) return true;
+    for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
+  }
+  return false;
+}
+
 class TreePackingTest : public ::testing::TestWithParam<model::Arch> {};
 
 TEST_P(TreePackingTest, LogprobsValuesAndGradientsEqualPerRowForwards) {
@@ -147,6 +161,39 @@ TEST_P(TreePackingTest, LogprobsValuesAndGradientsEqualPerRowForwards) {
 INSTANTIATE_TEST_SUITE_P(Archs, TreePackingTest,
                          ::testing::Values(model::Arch::kQwen2, model::Arch::kQwen3, model::Arch::kLlama),
                          [](const auto& info) { return std::string(model::arch_name(info.param)); });
+
+// The tree's attention in tiles (Transformer::set_attention_block: each owned node over
+// its row's path of up to 30 keys, in tiles of 4) equals its dense attention: log-probs
+// and every parameter's gradient.
+TEST_P(TreePackingTest, TiledAttentionEqualsDenseAttention) {
+  const std::vector<PackedRow> rows = rows_of_groups();
+  std::vector<int64_t> all(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) all[i] = static_cast<int64_t>(i);
+  model::Transformer m = spicy_model(tiny_config(GetParam()), 5);
+  m->train();
+  const TrainBatch tree = collate(rows, all, 0, at::Device(at::kCPU), /*tree=*/true);
+  at::manual_seed(3);
+  const at::Tensor w = at::rand(tree.action_mask.sizes(), at::TensorOptions().dtype(at::kFloat)) * tree.action_mask;
+  std::vector<at::Tensor> lps, grads[2];
+  for (int64_t block : {0, 4}) {
+    m->set_attention_block(block);
+    m->zero_grad();
+    const at::Tensor lp = target_logprobs(m, tree, nullptr, 0.7);
+    EXPECT_EQ(graph_has(lp, "BlockedAttention"), block > 0);  // the tiles really ran (or not)
+    (lp * w).sum().backward();
+    lps.push_back((lp * tree.action_mask).detach());
+    for (auto& p : m->parameters()) grads[block > 0].push_back(p.grad().clone());
+  }
+  m->set_attention_block(model::kDefaultAttentionBlock);
+  EXPECT_LT((lps[0] - lps[1]).abs().max().item<double>(), 1e-5);
+  double scale = 0, diff = 0;
+  for (size_t k = 0; k < grads[0].size(); ++k) {
+    scale = std::max(scale, grads[0][k].abs().max().item<double>());
+    diff = std::max(diff, (grads[0][k] - grads[1][k]).abs().max().item<double>());
+  }
+  EXPECT_GT(scale, 0.0);
+  EXPECT_LT(diff / scale, 1e-5) << "relative gradient difference";
+}
 
 // Ordering by prefix puts a group's rows into the same micro-batch.
 TEST(TreePackingTest, MicroBatchesByPrefixKeepGroupsTogether) {
