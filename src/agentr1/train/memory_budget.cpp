@@ -56,13 +56,16 @@ int64_t dtype_bytes(const std::string& dtype) {
 // checkpoint (actor.gradient_checkpointing): every layer keeps only its input [tokens, H]
 // and one layer at a time is recomputed, so one layer's saved tensors and scores stand in
 // for all L. Logits beyond one chunk (logits_chunk_tokens) go through the head chunk by
-// chunk (chunked_logprobs.h): a few [chunk, vocab] fp32 blocks at a time.
+// chunk (chunked_logprobs.h): a few [chunk, vocab] fp32 blocks at a time. Rows longer
+// than `block` > 0 attend in tiles (model/blocked_attention.h): each layer keeps one
+// fp32 log-sum-exp per query and head instead of the scores, and a few [rows, heads,
+// block, block] fp32 tiles live while one layer runs.
 int64_t activation_bytes(const model::ModelConfig& m, int64_t e, int64_t tokens, int64_t row, bool logits,
-                         bool checkpoint = false, bool head_trained = false) {
+                         bool checkpoint = false, bool head_trained = false, int64_t block = 0) {
   if (checkpoint) {
     model::ModelConfig one = m;
     one.num_hidden_layers = 1;
-    return activation_bytes(one, e, tokens, row, logits, false, head_trained) +
+    return activation_bytes(one, e, tokens, row, logits, false, head_trained, block) +
            (m.num_hidden_layers - 1) * tokens * m.hidden_size * e / 100 * kActivationScalePercent;
   }
   const int64_t L = m.num_hidden_layers;
@@ -74,8 +77,13 @@ int64_t activation_bytes(const model::ModelConfig& m, int64_t e, int64_t tokens,
   }
   // softmax keeps its fp32 output; in bf16 the matmul keeps a bf16 copy too.
   const int64_t score_bytes = 4 + (e < 4 ? e : 0);
-  const int64_t scores_layer = m.num_attention_heads * tokens * row * score_bytes;
-  int64_t bytes = L * (tokens * per_token_layer + scores_layer) + 2 * m.num_attention_heads * tokens * row * 4;
+  const bool tiled = block > 0 && row > block;
+  const int64_t rows = std::max<int64_t>(1, (tokens + row - 1) / row);
+  const int64_t scores_layer =
+      tiled ? m.num_attention_heads * tokens * 4 : m.num_attention_heads * tokens * row * score_bytes;
+  const int64_t scores_transient =
+      tiled ? 4 * m.num_attention_heads * rows * block * block * 4 : 2 * m.num_attention_heads * tokens * row * 4;
+  int64_t bytes = L * (tokens * per_token_layer + scores_layer) + scores_transient;
   const int64_t chunk = logits_chunk_tokens(m.vocab_size);
   if (logits && tokens <= chunk) bytes += 6 * tokens * m.vocab_size * 4 + (e < 4 ? tokens * m.vocab_size * e : 0);
   // Chunked: a few [chunk, vocab] fp32 blocks, and in the backward the head's fp32
@@ -245,17 +253,29 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
   int64_t critic_act = 0;
   if (cfg.algorithm.uses_critic()) {
     const model::ModelConfig& c = critic ? *critic : policy;
-    const int64_t cw = (c.num_parameters() + c.hidden_size + 1) * e;
-    const int64_t ct = (c.num_parameters() - untrained_lm_head(c) + c.hidden_size + 1) * e;
-    add("critic", "weights", cw, "critic.model_path (a smaller model)");
-    add("critic", "gradients", ct, "critic.model_path");
-    add("critic", "AdamW state", 2 * ct, "critic.model_path");
+    const model::LoraOptions& cl_lora = cfg.critic.lora;
+    if (cl_lora.enabled()) {
+      // The body frozen (the policy's own tensors when both have adapters and the critic
+      // starts from the policy), its fp32 adapters and the fp32 head trained.
+      const bool shared = lora.enabled() && !critic;
+      const int64_t trained = (model::lora_parameter_count(c, cl_lora) + c.hidden_size + 1) * 4;
+      if (!shared) add("critic", "weights (frozen base)", c.num_parameters() * e, "critic.model_path (a smaller model)");
+      add("critic", "LoRA adapters + value head", trained, "critic.lora.rank");
+      add("critic", "gradients", trained, "critic.lora.rank");
+      add("critic", "AdamW state", 2 * trained, "critic.lora.rank");
+    } else {
+      const int64_t cw = (c.num_parameters() + c.hidden_size + 1) * e;
+      const int64_t ct = (c.num_parameters() - untrained_lm_head(c) + c.hidden_size + 1) * e;
+      add("critic", "weights", cw, "critic.model_path (a smaller model), critic.lora.rank");
+      add("critic", "gradients", ct, "critic.model_path, critic.lora.rank");
+      add("critic", "AdamW state", 2 * ct, "critic.model_path, critic.lora.rank");
+    }
     const int64_t row = cfg.rollout.flow.max_prompt_tokens +
                         std::min(cfg.rollout.flow.max_new_tokens, cfg.rollout.flow.max_response_tokens);
     const LoopOptions& cl = cfg.critic.loop;
     int64_t tokens = row * cl.micro_batch_size;
     if (cl.micro_batch_max_tokens > 0) tokens = std::max(row, std::min(tokens, cl.micro_batch_max_tokens));
-    critic_act = activation_bytes(c, e, tokens, row, /*logits=*/false);
+    critic_act = activation_bytes(c, e, tokens, row, /*logits=*/false, false, false, model::kDefaultAttentionBlock);
   }
   // Rollout: the asynchronous source generates from its own copy of the weights (and a
   // staged snapshot of them on the way in) beside the validation engine over the policy.
@@ -277,7 +297,9 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
   if (al.micro_batch_max_tokens > 0) tokens = std::max(p.row_tokens, std::min(tokens, al.micro_batch_max_tokens));
   p.micro_batch_tokens = tokens;
   const bool ck = cfg.actor.gradient_checkpointing;
-  const int64_t actor_act = activation_bytes(policy, e, tokens, p.row_tokens, /*logits=*/true, ck, !lora.enabled());
+  const int64_t block = cfg.actor.attention_block;
+  const int64_t actor_act =
+      activation_bytes(policy, e, tokens, p.row_tokens, /*logits=*/true, ck, !lora.enabled(), block);
   // AdamW's step makes a few temporaries the size of the parameter it updates; the largest
   // is the embedding (when it trains). Not at the same time as the activations.
   const int64_t largest_param = lora.enabled() ? 0 : policy.vocab_size * policy.hidden_size * e;
@@ -316,7 +338,7 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
                              p.kv_block_bytes * p.engines;
     const int64_t others = rest - act + kv_least;
     auto fits_with = [&](int64_t t) {
-      const int64_t a = activation_bytes(policy, e, t, p.row_tokens, /*logits=*/true, ck, !lora.enabled());
+      const int64_t a = activation_bytes(policy, e, t, p.row_tokens, /*logits=*/true, ck, !lora.enabled(), block);
       return others + std::max({a, critic_act, 3 * largest_param}) <= budget.bytes;
     };
     if (!fits_with(p.row_tokens)) {

@@ -100,6 +100,27 @@ TEST(MemoryBudgetTest, CriticIsAnotherBodyWithItsOwnOptimiser) {
   EXPECT_EQ(find(p, "critic", "AdamW state")->bytes, 2 * (body - 151936LL * 1024 + head) * 4);
 }
 
+// LoRA critic: from a LoRA policy it shares the frozen base (no weights of its own);
+// adapters and the fp32 head are what it trains. From its own model_path the base counts.
+TEST(MemoryBudgetTest, LoraCriticSharesTheBaseAndTrainsAdaptersAndHead) {
+  const int64_t adapters = 28LL * 8 *
+                           ((1024 + 2048) + 2 * (1024 + 1024) + (2048 + 1024) + 2 * (1024 + 3072) + (3072 + 1024));
+  const int64_t trained = (adapters + 1024 + 1) * 4;
+  const MemoryPlan p = plan_memory(
+      config({"algorithm.adv_estimator=gae", "actor.lora.rank=16", "critic.lora.rank=8", "model.dtype=bf16"}),
+      qwen3_06b(), std::nullopt, gib(1000));
+  EXPECT_EQ(find(p, "critic", "weights"), nullptr);
+  ASSERT_NE(find(p, "critic", "LoRA adapters"), nullptr);
+  EXPECT_EQ(find(p, "critic", "LoRA adapters")->bytes, trained);
+  EXPECT_EQ(find(p, "critic", "gradients")->bytes, trained);
+  EXPECT_EQ(find(p, "critic", "AdamW state")->bytes, 2 * trained);
+  // A full fine-tuned policy changes its base: the critic needs its own frozen copy.
+  const MemoryPlan q = plan_memory(config({"algorithm.adv_estimator=gae", "critic.lora.rank=8", "model.dtype=bf16"}),
+                                   qwen3_06b(), std::nullopt, gib(1000));
+  ASSERT_NE(find(q, "critic", "weights (frozen base)"), nullptr);
+  EXPECT_EQ(find(q, "critic", "weights (frozen base)")->bytes, kQwen06Params * 2);
+}
+
 TEST(MemoryBudgetTest, KvCacheDefaultIsMaxBatchFullContextSequencesDoubled) {
   // max_context 1024 + 48 = 1072 -> 67 blocks of 16; 64 sequences, x2 for the prefix cache.
   const MemoryPlan p =
@@ -174,6 +195,25 @@ TEST(MemoryBudgetTest, ActivationsFollowTheMicroBatch) {
   EXPECT_LT(act({"model.dtype=bf16"}).second, act({}).second);
 }
 
+// Rows longer than actor.attention_block attend in tiles: no [heads, T, T] scores, so
+// one row's activations grow about linearly with its length instead of quadratically.
+TEST(MemoryBudgetTest, TiledAttentionMakesLongRowsLinear) {
+  auto act = [](int64_t row, int64_t block) {
+    const MemoryPlan p = plan_memory(config({"rollout.max_prompt_tokens=" + std::to_string(row - 32),
+                                             "rollout.max_new_tokens=32", "actor.micro_batch_size=1",
+                                             "actor.lora.rank=16", "actor.gradient_checkpointing=true",
+                                             "actor.attention_block=" + std::to_string(block)}),
+                                     qwen3_06b(), std::nullopt, gib(1000));
+    return static_cast<double>(find(p, "learner", "activations")->bytes);
+  };
+  // Dense: 16 heads x 8192^2 fp32 scores alone are 4 GiB per layer.
+  EXPECT_GT(act(8192, 0) / act(4096, 0), 3.0);
+  EXPECT_LT(act(8192, 256) / act(4096, 256), 2.2);
+  EXPECT_LT(act(8192, 256), 0.25 * act(8192, 0));
+  // Up to one tile the dense path runs, and the estimate says so.
+  EXPECT_EQ(act(256, 256), act(256, 0));
+}
+
 TEST(MemoryBudgetTest, RefusalNamesTheBudgetTheBiggestItemsAndTheKeys) {
   const MemoryPlan p = plan_memory(config({"rollout.max_new_tokens=48"}), qwen3_06b(), std::nullopt,
                                    {10 * kGiB, "trainer.memory_gb=10"});
@@ -243,8 +283,10 @@ TEST(MemoryBudgetTest, CalibratedAgainstMeasuredPeaks) {
   model::ModelConfig q06 = qwen3_06b();
   q06.vocab_size = 151669;
   const double measured = 17191896.0 * 1024;
+  // (measured with dense attention: actor.attention_block=0)
   const std::vector<std::string> run{"data.train_batch_size=1", "rollout.n=4", "rollout.max_new_tokens=48",
-                                     "rollout.max_batch=8", "actor.micro_batch_size=2", "rollout.kv_blocks=368"};
+                                     "rollout.max_batch=8", "actor.micro_batch_size=2", "rollout.kv_blocks=368",
+                                     "actor.attention_block=0"};
   auto with = [&](const std::string& o) {
     std::vector<std::string> v = run;
     v.push_back(o);

@@ -215,11 +215,12 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   advantages_ = std::make_unique<AdvantagePhase>(c.algorithm);
   std::unique_ptr<Critic> critic;
   if (advantages_->needs_values()) {
-    ValueModel vm = make_value_model(c.critic.model_path, policy_, dtype, device_);
+    ValueModel vm = make_value_model(c.critic.model_path, policy_, dtype, device_, c.critic.lora);
     AGENTR1_CHECK(vm->body()->config().vocab_size >= tokenizer_->vocab_size(),
                   "critic.model_path '" << c.critic.model_path << "': vocab_size " << vm->body()->config().vocab_size
                                         << " < the policy tokenizer's " << tokenizer_->vocab_size());
     critic = std::make_unique<Critic>(vm, c.critic);
+    critic->set_base_model(c.critic.model_path.empty() ? path : c.critic.model_path);
   }
   ActorOptions ao = c.actor;
   ao.temperature = c.rollout.flow.sampling.temperature;  // score what the sampler drew from

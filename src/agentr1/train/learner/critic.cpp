@@ -29,6 +29,7 @@ void CriticOptions::resolve() {
 
 void CriticOptions::validate() const {
   optim.validate("critic.optim");
+  lora.validate("critic.lora");
   AGENTR1_CHECK(cliprange_value > 0 && std::isfinite(cliprange_value),
                 "critic.cliprange_value must be finite and > 0, got " << cliprange_value);
   loop.validate("critic");
@@ -85,15 +86,28 @@ void load_head(torch::nn::Linear& head, const std::string& path) {
 }  // namespace
 
 ValueModel make_value_model(const std::string& model_path, model::Transformer& policy, at::ScalarType dtype,
-                            at::Device device) {
+                            at::Device device, const model::LoraOptions& lora) {
   if (model_path.empty()) {
     model::Transformer body(policy->config());
     body->to(device, dtype);
-    copy_params(*body, *policy, "initialising the critic from the policy");
+    if (lora.enabled() && policy->lora() != nullptr) {
+      // Both frozen: the critic's base is the policy's, the same tensors.
+      auto mine = body->named_parameters();
+      for (const auto& kv : policy->named_parameters()) {
+        if (kv.value().requires_grad()) continue;  // the policy's adapters
+        at::Tensor* t = mine.find(kv.key());
+        AGENTR1_CHECK(t != nullptr, "initialising the critic from the policy: no parameter '" << kv.key() << "'");
+        t->set_data(kv.value());
+      }
+    } else {
+      copy_params(*body, *policy, "initialising the critic from the policy");
+    }
+    if (lora.enabled()) body->add_lora(lora, /*seed=*/1);
     return ValueModel(body);
   }
   return with_context("loading the critic from '" + model_path + "' (critic.model_path)", [&] {
     model::Transformer body = model::load_pretrained(model_path, dtype, device);
+    if (lora.enabled()) body->add_lora(lora, /*seed=*/1);
     ValueModel vm(body);
     vm->head()->to(device);
     const std::string head = (fs::path(model_path) / kHeadFile).string();
@@ -115,7 +129,15 @@ Critic::Critic(ValueModel model, CriticOptions opts)
     : model_(std::move(model)), opts_(std::move(opts)), device_(module_device(*model_->body())) {
   opts_.resolve();
   model_->head()->to(device_);  // the body's device; a new head is created on the host
-  optim_ = std::make_unique<Optimizer>(model_->parameters(), opts_.optim, "critic", opts_.loop.max_consecutive_skips);
+  AGENTR1_CHECK(opts_.lora.enabled() == (model_->body()->lora() != nullptr),
+                "Critic: critic.lora.rank is " << opts_.lora.rank << " but the value model's body "
+                                               << (model_->body()->lora() ? "has" : "has no")
+                                               << " LoRA adapters (make_value_model adds them)");
+  // Under LoRA the frozen body has no gradients and no moments: adapters and head only.
+  std::vector<at::Tensor> trained;
+  for (const auto& p : model_->parameters())
+    if (p.requires_grad()) trained.push_back(p);
+  optim_ = std::make_unique<Optimizer>(trained, opts_.optim, "critic", opts_.loop.max_consecutive_skips);
 }
 
 Critic::~Critic() = default;
@@ -172,7 +194,10 @@ void Critic::set_process_group(ProcessGroup* pg) {
 
 void Critic::save(const std::string& dir) {
   make_dirs(dir);
-  model::save_pretrained(model_->body(), dir, at::kFloat);
+  if (model_->body()->lora() != nullptr)
+    model::save_lora_adapter(model_->body(), dir, base_model_);
+  else
+    model::save_pretrained(model_->body(), dir, at::kFloat);
   model::write_safetensors((fs::path(dir) / kHeadFile).string(),
                            // safetensors are written from host memory
                            {{"score.weight", model_->head()->weight.detach().to(at::Device(at::kCPU), at::kFloat)},
@@ -182,9 +207,19 @@ void Critic::save(const std::string& dir) {
 
 void Critic::load(const std::string& dir) {
   with_context("loading the critic from '" + dir + "'", [&] {
-    // Staged in host memory (see load_checkpoint), then copied onto the critic's device.
-    model::Transformer loaded = model::load_pretrained(dir, at::kFloat, at::Device(at::kCPU));
-    copy_params(*model_->body(), *loaded, dir + "/model.safetensors");
+    if (model_->body()->lora() != nullptr) {
+      AGENTR1_CHECK(fs::exists(dir + "/adapter_config.json"),
+                    "the critic has LoRA adapters (critic.lora.rank " << opts_.lora.rank
+                        << ") but " << dir << " holds no adapter_config.json (saved by a critic without LoRA?)");
+      model::load_lora_adapter(model_->body(), dir);
+    } else {
+      AGENTR1_CHECK(!fs::exists(dir + "/adapter_config.json"),
+                    dir << " holds a LoRA adapter (saved by a critic with critic.lora.rank > 0) but this critic has "
+                           "none; HINT: resume with the same critic.lora settings");
+      // Staged in host memory (see load_checkpoint), then copied onto the critic's device.
+      model::Transformer loaded = model::load_pretrained(dir, at::kFloat, at::Device(at::kCPU));
+      copy_params(*model_->body(), *loaded, dir + "/model.safetensors");
+    }
     load_head(model_->head(), (fs::path(dir) / kHeadFile).string());
     if (fs::exists(dir + "/optimizer.pt")) optim_->load(dir + "/optimizer.pt");
   });

@@ -45,6 +45,10 @@ struct CriticOptions {
                                     // model.safetensors, optionally value_head.safetensors);
                                     // "" = a copy of the policy's initial weights
   OptimOptions optim;               // critic optimiser (own lr; see the constructor)
+  model::LoraOptions lora;          // LoRA on the critic's body (rank 0 = train the whole body):
+                                    // the body frozen, its adapters and the value head trained.
+                                    // Initialised from a LoRA policy, the body shares the
+                                    // policy's frozen base tensors: no second copy of the model
   LoopOptions loop;                 // epochs, mini/micro-batches, shared prefix, skips
   double cliprange_value = 0.5;     // clipped value loss: how far vpreds may move from old values
   std::string loss_agg_mode = "token-mean";  // value-loss aggregation (algo::LossAgg names)
@@ -62,6 +66,7 @@ struct CriticOptions {
   void visit(V& v) {
     v.field("model_path", model_path, "critic model directory; empty = initialise from the policy");
     v.section("optim", optim, "critic optimiser (AdamW)");
+    v.section("lora", lora, "LoRA adapters on the critic's body (the value head trains whole); rank 0 = the whole body");
     v.field("cliprange_value", cliprange_value, "value clip range around the rollout-time values");
     loop.visit(v);
     v.field("loss_agg_mode", loss_agg_mode,
@@ -89,9 +94,11 @@ TORCH_MODULE(ValueModel);
 // model_path "": a new body with the policy's config, dtype, device and current weights
 // (copied, not shared). Otherwise the HF model at model_path in `dtype` on `device`,
 // plus its value_head.safetensors when present (a saved critic). Throws Error naming
-// the path.
+// the path. With lora enabled the body gets adapters (its base frozen); when it is
+// initialised from a policy that has adapters itself (so a frozen base), the body's base
+// parameters are the policy's tensors, shared, not copied.
 ValueModel make_value_model(const std::string& model_path, model::Transformer& policy,
-                            at::ScalarType dtype, at::Device device);
+                            at::ScalarType dtype, at::Device device, const model::LoraOptions& lora = {});
 
 // Values of `batch` in the [B,T-1] target layout (see the header comment), fp32. Grad
 // flows unless under NoGradGuard.
@@ -123,9 +130,14 @@ class Critic {
   at::Tensor micro_batch_loss(const TrainBatch& b, const MicroBatchScale& s, Metrics& m);
 
   // dir/: config.json + model.safetensors (body, fp32), value_head.safetensors,
-  // optimizer.pt. load() restores all three in place; throws Error naming the file.
+  // optimizer.pt. With LoRA the body is a PEFT adapter instead (adapter_config.json +
+  // adapter_model.safetensors over `base_model`, set_base_model). load() restores them
+  // in place; throws Error naming the file.
   void save(const std::string& dir);
   void load(const std::string& dir);
+  // The base model directory a LoRA critic's adapter names (adapter_config.json's
+  // base_model_name_or_path): the trainer sets critic.model_path, or the policy's.
+  void set_base_model(std::string dir) { base_model_ = std::move(dir); }
 
  private:
   ValueModel model_;
@@ -134,6 +146,7 @@ class Critic {
   std::unique_ptr<Optimizer> optim_;
   ProcessGroup* pg_ = nullptr;
   std::unique_ptr<GradientAllReduce> reducer_;
+  std::string base_model_;
 };
 
 }  // namespace agentr1::train

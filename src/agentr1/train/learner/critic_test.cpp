@@ -221,5 +221,82 @@ TEST(CriticTest, InitialisesFromThePolicyAndRoundTripsThroughSave) {
   std::filesystem::remove_all(dir);
 }
 
+// LoRA on the critic: from a LoRA policy the body's base is the policy's tensors (shared,
+// frozen), only the adapters and the head reach the optimiser, an update lowers the
+// value loss without touching the base, and the checkpoint is a PEFT adapter + head
+// that a fresh critic restores exactly.
+TEST(CriticTest, LoraCriticSharesTheFrozenBaseAndTrainsAdaptersAndHead) {
+  model::Transformer policy = spicy_model(tiny_config(model::Arch::kQwen3, /*tied=*/true), 5);
+  model::LoraOptions lo;
+  lo.rank = 4;
+  lo.alpha = 8;
+  policy->add_lora(lo, 0);
+  const at::Tensor base_before = policy->named_parameters()["model.layers.0.mlp.up_proj.weight"].clone();
+  CriticOptions o;
+  o.lora = lo;
+  o.optim.lr = 3e-3;
+  ValueModel vm = make_value_model("", policy, at::kFloat, at::Device(at::kCPU), o.lora);
+  {
+    auto pp = policy->named_parameters();
+    int shared = 0;
+    for (const auto& kv : vm->body()->named_parameters()) {
+      if (kv.key().find(".lora_") != std::string::npos) {
+        EXPECT_TRUE(kv.value().requires_grad()) << kv.key();
+        continue;
+      }
+      ASSERT_TRUE(pp.find(kv.key()) != nullptr) << kv.key();
+      EXPECT_EQ(kv.value().data_ptr(), pp.find(kv.key())->data_ptr()) << "critic must share " << kv.key();
+      EXPECT_FALSE(kv.value().requires_grad()) << kv.key();
+      ++shared;
+    }
+    EXPECT_EQ(shared, static_cast<int>(policy->named_parameters().size() - policy->lora_parameters().size()));
+  }
+  Critic critic(vm, o);
+  // The optimiser holds the adapters (2 per adapted projection) and the head's two.
+  EXPECT_EQ(critic.optimizer().parameters().size(), vm->body()->lora_parameters().size() + 2);
+
+  const std::vector<Trajectory> trajs = make_trajs();
+  StepTokenValues targets(trajs.size());
+  for (size_t i = 0; i < trajs.size(); ++i)
+    for (const Step& s : trajs[i].steps) targets[i].emplace_back(s.response_ids.size(), trajs[i].outcome_reward);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, true);
+  scatter_step_tokens(rows, targets, &PackedRow::advantage);
+  scatter_step_tokens(rows, targets, &PackedRow::returns);
+  set_value_mask(rows, false);
+  critic.fill_values(rows);
+  const double before = masked_mse(rows);
+  for (int it = 0; it < 30; ++it) {
+    critic.update(rows);
+    critic.fill_values(rows);
+  }
+  EXPECT_LT(masked_mse(rows), 0.25 * before);
+  EXPECT_TRUE(policy->named_parameters()["model.layers.0.mlp.up_proj.weight"].equal(base_before));
+  const at::Tensor lb = vm->body()->named_parameters()["model.layers.0.mlp.up_proj.lora_B"];
+  EXPECT_GT(lb.abs().max().item<double>(), 0.0);  // the adapters moved (B starts at 0)
+
+  const std::string dir = model::testing::temp_dir("critic_lora");
+  critic.set_base_model("/some/base");
+  critic.save(dir + "/critic");
+  EXPECT_TRUE(std::filesystem::exists(dir + "/critic/adapter_config.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/critic/adapter_model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/critic/model.safetensors"));  // no copy of the base
+  Critic other(make_value_model("", policy, at::kFloat, at::Device(at::kCPU), o.lora), o);
+  other.load(dir + "/critic");
+  std::vector<PackedRow> a = rows, b = rows;
+  critic.fill_values(a);
+  other.fill_values(b);
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t t = 0; t < a[i].value.size(); ++t) EXPECT_FLOAT_EQ(a[i].value[t], b[i].value[t]);
+  // A critic without adapters refuses the adapter checkpoint, naming the key.
+  Critic plain(make_value_model("", policy, at::kFloat, at::Device(at::kCPU)), CriticOptions{});
+  try {
+    plain.load(dir + "/critic");
+    FAIL() << "a LoRA checkpoint loaded into a critic without adapters";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("critic.lora"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace agentr1::train

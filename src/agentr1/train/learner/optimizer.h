@@ -95,6 +95,7 @@ class Optimizer {
   int64_t skipped() const { return skipped_total_; }
   const std::string& name() const { return name_; }
   const OptimOptions& options() const { return opts_; }
+  const std::vector<at::Tensor>& parameters() const { return params_; }  // what it trains
   // Not owned; nullptr = none (one process).
   void set_gradient_reducer(GradientReducer* reducer) { reducer_ = reducer; }
 
