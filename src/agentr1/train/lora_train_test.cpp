@@ -4,6 +4,7 @@
 // change, checkpoints hold PEFT adapters and a run resumes from one.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "agentr1/core/error.h"
@@ -90,6 +91,39 @@ TEST(LoraTrainTest, UpdatesReachTheEngineReferenceIsTheBaseAndRunsResume) {
     t.run(RunMode::kResume);
   });
   EXPECT_NE(e.find("holds a LoRA adapter but actor.lora.rank is 0"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+// PPO with LoRA on both the policy and the critic: the critic trains (its value loss is
+// reported every step), its checkpoint is a PEFT adapter + value head over the run's
+// base, and the run resumes from it.
+TEST(LoraTrainTest, PpoWithALoraCriticCheckpointsAdaptersAndResumes) {
+  const std::string dir = testing::make_tiny_model_dir("lora_ppo");
+  json tree = lora_tree(dir, {"trainer.total_steps=2", "algorithm.adv_estimator=gae", "critic.lora.rank=4",
+                              "critic.lora.alpha=8"});
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(RunMode::kFresh).steps, 2);
+  }
+  const std::string run = dir + "/run";
+  const auto steps = step_metrics(run);
+  ASSERT_EQ(steps.size(), 2u);
+  for (const auto& m : steps) {
+    ASSERT_TRUE(m.contains("critic/vf_loss")) << m.dump();
+    EXPECT_TRUE(std::isfinite(m["critic/vf_loss"].get<double>()));
+  }
+  const std::string ck = run + "/checkpoints/step_000002/critic";
+  EXPECT_TRUE(fs::exists(ck + "/adapter_model.safetensors"));
+  EXPECT_TRUE(fs::exists(ck + "/value_head.safetensors"));
+  EXPECT_FALSE(fs::exists(ck + "/model.safetensors"));
+  const json ac = json::parse(read_text_file(ck + "/adapter_config.json"));
+  EXPECT_EQ(ac["base_model_name_or_path"], dir + "/model");
+  apply_override(tree, "trainer.total_steps=3");
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(RunMode::kResume).steps, 3);
+  }
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_000003/critic/adapter_model.safetensors"));
   fs::remove_all(dir);
 }
 
