@@ -99,8 +99,14 @@ for algo in grpo ppo; do
     { cat "$tmp/$algo-1.log"; exit 1; }
   "$bin" launch --nproc 2 train "${base[@]}" "${extra[@]}" trainer.output_dir="$tmp/$algo-2" >"$tmp/$algo-2.log" 2>&1 ||
     { cat "$tmp/$algo-2.log"; exit 1; }
-  tol=1e-5
-  [[ $algo == ppo ]] && tol=2e-3
+  # Weights after Adam: a gradient entry near zero is normalised to a step of up to lr,
+  # so gradients equal to rounding (checked above: 1e-4 at step 1, 1e-2 later) can move
+  # single weights by a small fraction of lr (1e-3; the critic's 1e-2). Measured
+  # 2026-12-05 with the learner's tiled attention (rows over 256 tokens): 1.1e-5 (grpo)
+  # and 3.1e-3 (ppo); with dense attention 4.1e-6 (grpo). A gradient summed wrongly
+  # fails the gradient-norm check long before this one.
+  tol=3e-5
+  [[ $algo == ppo ]] && tol=6e-3
   check "$algo: 2 ranks = 1 process (trajectories, per-step gradients, weights)" compare "$tmp/$algo-1" "$tmp/$algo-2" $tol
   check "$algo: rank 0 alone wrote the run" test "$(grep -c '"step"' "$tmp/$algo-2/metrics.jsonl")" -eq \
     "$(grep -c '"step"' "$tmp/$algo-1/metrics.jsonl")"

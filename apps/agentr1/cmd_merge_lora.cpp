@@ -54,7 +54,10 @@ int run_merge_lora(const MergeLoraOpts& o) {
   }
   json r;
   r["out"] = o.out;
-  r["adapted_weights"] = static_cast<int64_t>(m->lora_parameters().size() / 2);
+  int64_t adapted = 0;
+  for (const auto& [name, t] : m->lora_parameters())
+    adapted += name.size() > 7 && name.compare(name.size() - 7, 7, ".lora_A") == 0 ? 1 : 0;
+  r["adapted_weights"] = adapted;
   r["rank"] = lo.rank;
   r["alpha"] = lo.alpha;
   std::cout << r.dump() << std::endl;

@@ -49,6 +49,10 @@ void LoraOptions::validate(const std::string& prefix) const {
     AGENTR1_CHECK(t == "all-linear" || std::find(names.begin(), names.end(), t) != names.end(),
                   prefix << ".target_modules: unknown module '" << t << "'; valid: all-linear, "
                          << join(names, ", ") << " (PEFT's names; the LM head is not adapted)");
+  for (const auto& m : modules_to_save)
+    AGENTR1_CHECK(m == "embed_tokens" || m == "lm_head",
+                  prefix << ".modules_to_save: unknown module '" << m
+                         << "'; valid: embed_tokens, lm_head (trained whole beside the adapters)");
 }
 
 std::pair<int64_t, int64_t> projection_shape(const ModelConfig& c, const std::string& proj) {
@@ -69,6 +73,14 @@ int64_t lora_parameter_count(const ModelConfig& cfg, const LoraOptions& o) {
     per_layer += static_cast<int64_t>(o.rank) * (in + out);
   }
   return per_layer * cfg.num_hidden_layers;
+}
+
+int64_t saved_module_parameter_count(const ModelConfig& cfg, const LoraOptions& o) {
+  if (!o.enabled()) return 0;
+  int64_t n = 0;
+  for (const auto& m : o.modules_to_save)
+    if (m == "embed_tokens" || (m == "lm_head" && !cfg.tie_word_embeddings)) n += cfg.vocab_size * cfg.hidden_size;
+  return n;
 }
 
 }  // namespace agentr1::model

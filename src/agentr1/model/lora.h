@@ -16,7 +16,11 @@
 // once into the output's dtype. The engine applies them beside the base product in its
 // own kernels: no merged copy of any weight is made to sample. Targets use PEFT's module names:
 // q_proj k_proj v_proj o_proj gate_proj up_proj down_proj, or "all-linear" (all seven;
-// the LM head is never adapted, as in PEFT).
+// the LM head is never adapted, as in PEFT). modules_to_save (embed_tokens, lm_head) are
+// trained whole beside the adapters, as PEFT's modules_to_save: the saved adapter holds
+// them under their plain names (base_model.model.model.embed_tokens.weight), and the
+// base (BaseOnly) reads a frozen copy of the original. A tied head shares the trained
+// embedding (HF's tying: one tensor).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +36,10 @@ struct LoraOptions {
   double alpha = 32;                  // lora_alpha; the update is scaled by alpha / r
   double dropout = 0.0;               // lora_dropout on the adapter's input (training only)
   std::vector<std::string> target_modules{"all-linear"};  // PEFT names, or all-linear
+  std::vector<std::string> modules_to_save;  // PEFT's modules_to_save: whole modules trained
+                                      // beside the adapters: embed_tokens (with a tied
+                                      // head, the head too) and/or lm_head (untied). The
+                                      // reference (BaseOnly) keeps a frozen copy of each
 
   bool enabled() const { return rank > 0; }
   double scaling() const { return rank > 0 ? alpha / rank : 0.0; }
@@ -49,6 +57,8 @@ struct LoraOptions {
     v.field("dropout", dropout, "dropout on the adapter's input while training, in [0, 1)");
     v.field("target_modules", target_modules,
             "adapted projections (PEFT names): q_proj k_proj v_proj o_proj gate_proj up_proj down_proj, or all-linear");
+    v.field("modules_to_save", modules_to_save,
+            "whole modules trained beside the adapters (PEFT's modules_to_save): embed_tokens, lm_head");
   }
 };
 
@@ -75,5 +85,7 @@ std::pair<int64_t, int64_t> projection_shape(const ModelConfig& cfg, const std::
 // Parameters the adapters add to a model of shape cfg: layers x sum over targets of
 // rank x (in + out).
 int64_t lora_parameter_count(const ModelConfig& cfg, const LoraOptions& o);
+// Parameters of the modules_to_save (trained whole; each also kept as a frozen copy).
+int64_t saved_module_parameter_count(const ModelConfig& cfg, const LoraOptions& o);
 
 }  // namespace agentr1::model

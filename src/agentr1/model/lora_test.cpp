@@ -222,6 +222,68 @@ TEST(LoraTest, SavesPeftFormatAndLoadsItBack) {
   EXPECT_NE(e.find("actor.lora"), std::string::npos) << e;
 }
 
+// modules_to_save (PEFT): the embedding (and with it the tied head) trains whole beside
+// the adapters; the base (BaseOnly) still reads the original embedding; the adapter file
+// holds it under PEFT's plain key and loads back into a fresh base.
+TEST(LoraTest, ModulesToSaveTrainTheEmbeddingWhileTheBaseKeepsTheOriginal) {
+  const ModelConfig cfg = tiny_config(Arch::kQwen3, /*tied=*/true);
+  Transformer m = spicy_model(cfg, 4);
+  LoraOptions o = opts(2, 4.0);
+  o.modules_to_save = {"embed_tokens"};
+  m->add_lora(o, 1);
+  randomise_adapters(m, 3);  // the adapters and the embedding now differ from the base
+  const auto named = m->lora_parameters();
+  ASSERT_EQ(named.back().first, "model.embed_tokens");
+  EXPECT_EQ(named.back().second.sizes(), (std::vector<int64_t>{cfg.vocab_size, cfg.hidden_size}));
+  const at::Tensor embed = m->named_parameters()["model.embed_tokens.weight"];
+  EXPECT_TRUE(embed.requires_grad());
+  EXPECT_EQ(m->trainable_parameters().size(), 2u * 7 * 2 + 1);
+  m->train();
+  const at::Tensor ids = random_ids(2, 9, cfg.vocab_size, 2);
+  m->forward(ids).logsumexp(-1).sum().backward();
+  ASSERT_TRUE(embed.grad().defined());
+  EXPECT_GT(embed.grad().abs().sum().item<double>(), 0.0);
+  m->eval();
+  at::NoGradGuard ng;
+  // The tied head reads the trained embedding: the model is the base with W + delta on
+  // the projections and the new embedding on both ends, built here by hand.
+  Transformer by_hand = merged_by_hand(m, cfg);
+  by_hand->named_parameters()["model.embed_tokens.weight"].copy_(embed);
+  EXPECT_LE(max_abs(m->forward(ids), by_hand->forward(ids)), kTol);
+  // BaseOnly: the original model, exactly (the frozen copy, no adapters).
+  Transformer base = spicy_model(cfg, 4);
+  {
+    BaseOnly b;
+    EXPECT_EQ(max_abs(m->forward(ids), base->forward(ids)), 0.0);
+  }
+  // The file: PEFT's plain key for a saved module, and the config lists it.
+  const std::string dir = temp_dir("lora_saved");
+  save_lora_adapter(m, dir, "base");
+  const json h = safetensors_header(dir + "/adapter_model.safetensors");
+  ASSERT_TRUE(h.contains("base_model.model.model.embed_tokens.weight"));
+  EXPECT_EQ(h.at("base_model.model.model.embed_tokens.weight")["shape"], json({cfg.vocab_size, cfg.hidden_size}));
+  std::ifstream cf(dir + "/adapter_config.json");
+  EXPECT_EQ(json::parse(cf)["modules_to_save"], json({"embed_tokens"}));
+  Transformer back = spicy_model(cfg, 4);
+  load_lora_adapter(back, dir);
+  EXPECT_EQ(max_abs(back->forward(ids), m->forward(ids)), 0.0);
+  {
+    BaseOnly b;
+    EXPECT_EQ(max_abs(back->forward(ids), base->forward(ids)), 0.0);
+  }
+  // A tied model has no lm_head of its own to save.
+  Transformer tied = spicy_model(cfg, 4);
+  LoraOptions head = opts(2, 4.0);
+  head.modules_to_save = {"lm_head"};
+  EXPECT_NE(error_of([&] { tied->add_lora(head, 1); }).find("tied to embed_tokens"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              LoraOptions bad = opts(2, 4.0);
+              bad.modules_to_save = {"norm"};
+              bad.validate("actor.lora");
+            }).find("actor.lora.modules_to_save: unknown module 'norm'"),
+            std::string::npos);
+}
+
 TEST(LoraTest, SavePretrainedWritesTheMergedPlainModel) {
   const ModelConfig cfg = tiny_config(Arch::kLlama);
   Transformer m = spicy_model(cfg, 13);
@@ -255,7 +317,10 @@ TEST(LoraTest, UnsupportedAdapterConfigsAreRefusedByName) {
   };
   EXPECT_NE(refused("use_dora", true).find("DoRA"), std::string::npos);
   EXPECT_NE(refused("bias", "all").find("bias"), std::string::npos);
-  EXPECT_NE(refused("modules_to_save", json({"lm_head"})).find("modules_to_save"), std::string::npos);
+  EXPECT_NE(refused("modules_to_save", json({"score"})).find("modules_to_save entry \"score\""), std::string::npos);
+  // An adapter that says it saved the head but holds no such tensor.
+  EXPECT_NE(refused("modules_to_save", json({"lm_head"})).find("missing tensor 'base_model.model.lm_head.weight'"),
+            std::string::npos);
   EXPECT_NE(refused("target_modules", ".*proj").find("pattern"), std::string::npos);
   EXPECT_NE(refused("r", 0).find("r must be a positive integer"), std::string::npos);
   EXPECT_NE(refused("r", 3).find("lora_A.weight' is [2, 64], expected [3, 64]"), std::string::npos);

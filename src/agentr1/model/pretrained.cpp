@@ -8,6 +8,7 @@
 #include <map>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/strings.h"
 #include "agentr1/core/json.h"
 #include "agentr1/core/log.h"
 #include "agentr1/model/safetensors.h"
@@ -149,7 +150,7 @@ json lora_adapter_config(const LoraOptions& o, const std::string& base_model) {
   j["layers_to_transform"] = nullptr;
   j["lora_alpha"] = o.alpha;
   j["lora_dropout"] = o.dropout;
-  j["modules_to_save"] = nullptr;
+  j["modules_to_save"] = o.modules_to_save.empty() ? json(nullptr) : json(o.modules_to_save);
   j["peft_type"] = "LORA";
   j["r"] = o.rank;
   j["rank_pattern"] = json::object();
@@ -181,9 +182,16 @@ LoraOptions read_lora_adapter_config(const std::string& dir) {
   AGENTR1_CHECK(field_is("use_dora", false), path << ": use_dora is true; DoRA adapters are not supported");
   AGENTR1_CHECK(field_is("fan_in_fan_out", false), path << ": fan_in_fan_out is true (GPT-2-style Conv1D "
                                                            "weights); not supported for qwen2/qwen3/llama");
-  AGENTR1_CHECK(!j.contains("modules_to_save") || j["modules_to_save"].is_null() ||
-                    (j["modules_to_save"].is_array() && j["modules_to_save"].empty()),
-                path << ": modules_to_save " << j["modules_to_save"] << " is not supported (only LoRA matrices)");
+  std::vector<std::string> saved;
+  if (j.contains("modules_to_save") && !j["modules_to_save"].is_null()) {
+    const json& m = j["modules_to_save"];
+    AGENTR1_CHECK(m.is_array(), path << ": modules_to_save must be a list of module names, got " << m);
+    for (const auto& e : m) {
+      AGENTR1_CHECK(e.is_string() && (e == "embed_tokens" || e == "lm_head"),
+                    path << ": modules_to_save entry " << e << " is not supported (embed_tokens and lm_head are)");
+      saved.push_back(e.get<std::string>());
+    }
+  }
   for (const char* k : {"rank_pattern", "alpha_pattern"})
     AGENTR1_CHECK(!j.contains(k) || j[k].is_null() || j[k].empty(),
                   path << ": " << k << " " << j[k] << " is not supported (one rank and alpha for every module)");
@@ -212,6 +220,7 @@ LoraOptions read_lora_adapter_config(const std::string& dir) {
       o.target_modules.push_back(m.get<std::string>());
     }
   }
+  o.modules_to_save = saved;
   with_context(path, [&] { o.validate("adapter_config"); });
   return o;
 }
@@ -235,10 +244,13 @@ void load_lora_adapter(Transformer& model, const std::string& dir) {
     const LoraOptions o = read_lora_adapter_config(dir);
     if (const LoraOptions* have = model->lora()) {
       AGENTR1_CHECK(have->rank == o.rank && have->target_list() == o.target_list() &&
+                        have->modules_to_save == o.modules_to_save &&
                         std::abs(have->scaling() - o.scaling()) <= 1e-12 * o.scaling(),
                     "the adapter (r " << o.rank << ", scaling " << o.scaling() << ", targets "
-                        << o.target_list().size() << ") differs from the model's (r " << have->rank << ", scaling "
-                        << have->scaling() << ", targets " << have->target_list().size()
+                        << o.target_list().size() << ", modules_to_save [" << join(o.modules_to_save, ", ")
+                        << "]) differs from the model's (r " << have->rank << ", scaling " << have->scaling()
+                        << ", targets " << have->target_list().size() << ", modules_to_save ["
+                        << join(have->modules_to_save, ", ") << "]"
                         << "); HINT: set actor.lora to the adapter's adapter_config.json");
     } else {
       model->add_lora(o, /*seed=*/0);
@@ -253,6 +265,13 @@ void load_lora_adapter(Transformer& model, const std::string& dir) {
       for (const char* ab : {".lora_A", ".lora_B"})
         for (const std::string suffix : {std::string(ab) + ".weight", std::string(ab) + ".default.weight"})
           if (ends_with(n, suffix)) n = n.substr(0, n.size() - suffix.size()) + ab;
+      // A saved module: PEFT's files name it plainly (model.embed_tokens.weight); in
+      // memory it is model.embed_tokens.modules_to_save.default.weight.
+      for (const char* suffix : {".modules_to_save.default.weight", ".weight"})
+        if (ends_with(n, suffix)) {
+          n = n.substr(0, n.size() - std::string(suffix).size());
+          break;
+        }
       found[n] = t;
     }
     at::NoGradGuard no_grad;

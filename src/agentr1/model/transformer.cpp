@@ -355,6 +355,18 @@ struct TransformerImpl::Impl {
   std::mutex rope_mu;           // guards the RoPE tables of forward_cached
   at::Tensor rope_cos, rope_sin;  // [P,hd] fp32, grown on demand
   std::shared_ptr<LinearImpl> lm_head;  // null when tied to embed_tokens
+  // LoRA's modules_to_save: frozen copies of the original embedding / head, which the
+  // base (a thread inside BaseOnly) reads instead of the trained ones. Undefined else.
+  at::Tensor embed_base, head_base;
+
+  const at::Tensor& embed_weight() const {
+    return embed_base.defined() && !adapters_active() ? embed_base : body->embed_tokens->weight;
+  }
+  const at::Tensor& head_weight() const {
+    if (!lm_head) return embed_weight();
+    return head_base.defined() && !adapters_active() ? head_base : lm_head->weight;
+  }
+  at::Tensor embed(const at::Tensor& ids) const { return at::embedding(embed_weight(), ids); }
 
   // positions: [B,T] int64 -> cos, sin: [B,1,T,hd] in `dtype` (HF: fp32 angles, then cast).
   std::pair<at::Tensor, at::Tensor> rope(const ModelConfig& c, const at::Tensor& positions, at::ScalarType dtype) const {
@@ -430,13 +442,13 @@ at::Tensor TransformerImpl::hidden_states(const at::Tensor& ids, const at::Tenso
                                                                                  << attn_mask.scalar_type());
     allowed = attn_mask;
   }
-  at::Tensor x = impl_->body->embed_tokens->forward(ids);
+  at::Tensor x = impl_->embed(ids);
   if (!shared) {
     x = impl_->layers(cfg_, x, pos, allowed);
     return impl_->body->norm->forward(x);
   }
   // Shared prefix: computed once ([1,P]); every row's tokens see all of it.
-  at::Tensor xp = impl_->body->embed_tokens->forward(prefix_ids.unsqueeze(0));  // [1,P,H]
+  at::Tensor xp = impl_->embed(prefix_ids.unsqueeze(0));  // [1,P,H]
   at::Tensor pos_p = at::arange(P, lopts).unsqueeze(0);
   const at::Tensor allowed_p = at::ones({P, P}, bopts).tril().unsqueeze(0);     // [1,P,P]
   at::Tensor allowed_s = at::cat({at::ones({allowed.size(0), T, P}, bopts), allowed}, /*dim=*/2);  // [B|1,T,P+T]
@@ -470,7 +482,7 @@ at::Tensor TransformerImpl::hidden_states_tree(const at::Tensor& ids, const at::
                     << positions.sizes() << ", paths " << paths.sizes() << ", own " << own.sizes() << ", own_mask "
                     << own_mask.sizes());
   const int64_t N = ids.size(0), B = paths.size(0), L = paths.size(1), Q = own.size(1);
-  at::Tensor x = impl_->body->embed_tokens->forward(ids.unsqueeze(0))[0];  // [N,H]
+  at::Tensor x = impl_->embed(ids.unsqueeze(0))[0];  // [N,H]
   const int64_t H = x.size(1);
   auto [cos, sin] = impl_->rope(cfg_, positions.unsqueeze(0), x.scalar_type());  // [1,1,N,hd]
   const at::Tensor path_flat = paths.reshape({-1}), own_flat = own.reshape({-1});
@@ -495,8 +507,7 @@ at::Tensor TransformerImpl::hidden_states_tree(const at::Tensor& ids, const at::
 }
 
 at::Tensor TransformerImpl::logits_from_hidden(const at::Tensor& hidden) {
-  const at::Tensor& w = impl_->lm_head ? impl_->lm_head->weight : impl_->body->embed_tokens->weight;
-  return at::linear(hidden, w).to(at::kFloat);
+  return at::linear(hidden, impl_->head_weight()).to(at::kFloat);
 }
 
 void TransformerImpl::add_lora(const LoraOptions& opts, uint64_t seed) {
@@ -522,6 +533,18 @@ void TransformerImpl::add_lora(const LoraOptions& opts, uint64_t seed) {
       impl_->adapted.emplace_back(pre + name, lin);
     }
   }
+  for (const auto& m : opts.modules_to_save) {
+    if (m == "embed_tokens") {
+      at::Tensor& w = impl_->body->embed_tokens->weight;
+      impl_->embed_base = w.detach().clone();
+      w.requires_grad_(true);
+    } else {
+      AGENTR1_CHECK(impl_->lm_head != nullptr, "add_lora: modules_to_save lists lm_head but this model's head is "
+                                               "tied to embed_tokens; HINT: list embed_tokens (it trains both)");
+      impl_->head_base = impl_->lm_head->weight.detach().clone();
+      impl_->lm_head->weight.requires_grad_(true);
+    }
+  }
   impl_->lora = opts;
 }
 
@@ -539,7 +562,7 @@ int64_t TransformerImpl::attention_block() const {
 bool TransformerImpl::gradient_checkpointing() const { return impl_->checkpoint_layers; }
 
 const at::Tensor& TransformerImpl::lm_head_weight() const {
-  return impl_->lm_head ? impl_->lm_head->weight : impl_->body->embed_tokens->weight;
+  return impl_->head_weight();
 }
 
 const LoraOptions* TransformerImpl::lora() const { return impl_->lora ? &*impl_->lora : nullptr; }
@@ -550,6 +573,8 @@ std::vector<std::pair<std::string, at::Tensor>> TransformerImpl::lora_parameters
     out.emplace_back(name + ".lora_A", lin->lora_A);
     out.emplace_back(name + ".lora_B", lin->lora_B);
   }
+  if (impl_->embed_base.defined()) out.emplace_back("model.embed_tokens", impl_->body->embed_tokens->weight);
+  if (impl_->head_base.defined()) out.emplace_back("lm_head", impl_->lm_head->weight);
   return out;
 }
 
@@ -714,7 +739,7 @@ at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vec
     off += rows[b].n_new;
     last[b] = off - 1;
   }
-  at::Tensor x = impl_->body->embed_tokens->forward(ids);  // [N,H]
+  at::Tensor x = impl_->embed(ids);  // [N,H]
   const double eps = cfg_.rms_norm_eps;
   const auto& layers = impl_->body->layer_ptrs;
 
@@ -758,7 +783,7 @@ at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vec
       x = x + proj(g, *mlp.down_proj);
     }
     at::Tensor hl = x.index_select(0, at::from_blob(last.data(), {B}, lopts).clone());  // [B,H]
-    const at::Tensor& head = impl_->lm_head ? impl_->lm_head->weight : impl_->body->embed_tokens->weight;
+    const at::Tensor& head = impl_->head_weight();
     return lin(detail::rms_norm_rows(hl, impl_->body->norm->weight, eps), head, {}).to(at::kFloat);
   }
 

@@ -101,7 +101,9 @@ class TransformerImpl : public torch::nn::Module {
   // The adapters' options; nullptr without adapters.
   const LoraOptions* lora() const;
   // The adapters as ("model.layers.N.self_attn.q_proj.lora_A", [r,in]) and (".lora_B",
-  // [out,r]) pairs, layer by layer in PEFT's projection order; empty without adapters.
+  // [out,r]) pairs, layer by layer in PEFT's projection order, then the modules_to_save
+  // ("model.embed_tokens" [V,H], "lm_head" [V,H]): everything a LoRA run trains, what an
+  // adapter file holds; empty without adapters.
   std::vector<std::pair<std::string, at::Tensor>> lora_parameters() const;
   // What an optimiser trains: the parameters with requires_grad (the adapters only
   // under LoRA; all of them otherwise).

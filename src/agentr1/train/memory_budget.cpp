@@ -236,10 +236,13 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
   // parameters with gradients and AdamW state; the reference is the base with adapters off.
   if (lora.enabled()) {
     const int64_t adapters = model::lora_parameter_count(policy, lora) * 4;
+    // modules_to_save train whole in the weights' dtype, beside a frozen copy of each.
+    const int64_t saved = model::saved_module_parameter_count(policy, lora) * e;
     add("policy", "weights (frozen base)", weights, "model.dtype=bf16");
     add("policy", "LoRA adapters", adapters, "actor.lora.rank");
-    add("policy", "gradients", adapters, "actor.lora.rank");
-    add("policy", "AdamW state", 2 * adapters, "actor.lora.rank");
+    add("policy", "modules_to_save (frozen originals)", saved, "actor.lora.modules_to_save=[]");
+    add("policy", "gradients", adapters + saved, "actor.lora.rank, actor.lora.modules_to_save");
+    add("policy", "AdamW state", 2 * (adapters + saved), "actor.lora.rank, actor.lora.modules_to_save");
   } else {
     add("policy", "weights", weights, "model.dtype=bf16");
     // torch's AdamW keeps exp_avg and exp_avg_sq in the parameter's dtype.
@@ -298,11 +301,13 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
   p.micro_batch_tokens = tokens;
   const bool ck = cfg.actor.gradient_checkpointing;
   const int64_t block = cfg.actor.attention_block;
+  const bool head_trained = !lora.enabled() || !lora.modules_to_save.empty();
   const int64_t actor_act =
-      activation_bytes(policy, e, tokens, p.row_tokens, /*logits=*/true, ck, !lora.enabled(), block);
+      activation_bytes(policy, e, tokens, p.row_tokens, /*logits=*/true, ck, head_trained, block);
   // AdamW's step makes a few temporaries the size of the parameter it updates; the largest
   // is the embedding (when it trains). Not at the same time as the activations.
-  const int64_t largest_param = lora.enabled() ? 0 : policy.vocab_size * policy.hidden_size * e;
+  const int64_t largest_param =
+      lora.enabled() && lora.modules_to_save.empty() ? 0 : policy.vocab_size * policy.hidden_size * e;
   const int64_t act = std::max({actor_act, critic_act, 3 * largest_param});
   add("learner", "activations (" + std::to_string(tokens) + "-token micro-batch, rows of " +
                      std::to_string(p.row_tokens) + ")",
@@ -338,7 +343,7 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
                              p.kv_block_bytes * p.engines;
     const int64_t others = rest - act + kv_least;
     auto fits_with = [&](int64_t t) {
-      const int64_t a = activation_bytes(policy, e, t, p.row_tokens, /*logits=*/true, ck, !lora.enabled(), block);
+      const int64_t a = activation_bytes(policy, e, t, p.row_tokens, /*logits=*/true, ck, head_trained, block);
       return others + std::max({a, critic_act, 3 * largest_param}) <= budget.bytes;
     };
     if (!fits_with(p.row_tokens)) {

@@ -87,6 +87,15 @@ TEST(MemoryBudgetTest, LoraTrainsOnlyTheAdaptersAndNeedsNoReferenceCopy) {
   EXPECT_EQ(find(p, "policy", "gradients")->bytes, adapters * 4);
   EXPECT_EQ(find(p, "policy", "AdamW state")->bytes, 2 * adapters * 4);
   EXPECT_EQ(find(p, "reference", "weights"), nullptr);  // the base with adapters off
+  // modules_to_save: the embedding trains whole (bf16 here) beside a frozen copy of it.
+  const MemoryPlan q = plan_memory(config({"actor.lora.rank=16", "actor.lora.modules_to_save=[embed_tokens]",
+                                           "model.dtype=bf16"}),
+                                   qwen3_06b(), std::nullopt, gib(1000));
+  const int64_t embed = 151936LL * 1024 * 2;
+  ASSERT_NE(find(q, "policy", "modules_to_save"), nullptr);
+  EXPECT_EQ(find(q, "policy", "modules_to_save")->bytes, embed);
+  EXPECT_EQ(find(q, "policy", "gradients")->bytes, adapters * 4 + embed);
+  EXPECT_EQ(find(q, "policy", "AdamW state")->bytes, 2 * (adapters * 4 + embed));
 }
 
 TEST(MemoryBudgetTest, CriticIsAnotherBodyWithItsOwnOptimiser) {

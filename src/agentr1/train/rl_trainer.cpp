@@ -120,6 +120,9 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
     reference = load();
     for (auto& p : reference->parameters()) p.requires_grad_(false);
     reference->eval();
+    // The same attention as the policy's: at step 0 their log-probs are then the same bits
+    // and the KL exactly 0 (tiles and the dense softmax differ in the last place).
+    reference->set_attention_block(c.actor.attention_block);
   }
   rollout::EngineOptions eo;
   eo.max_batch = c.rollout.max_batch;
@@ -216,6 +219,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   std::unique_ptr<Critic> critic;
   if (advantages_->needs_values()) {
     ValueModel vm = make_value_model(c.critic.model_path, policy_, dtype, device_, c.critic.lora);
+    vm->body()->set_attention_block(c.actor.attention_block);  // every learner model attends alike
     AGENTR1_CHECK(vm->body()->config().vocab_size >= tokenizer_->vocab_size(),
                   "critic.model_path '" << c.critic.model_path << "': vocab_size " << vm->body()->config().vocab_size
                                         << " < the policy tokenizer's " << tokenizer_->vocab_size());

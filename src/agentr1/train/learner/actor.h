@@ -55,7 +55,8 @@ struct ActorOptions {
   int64_t attention_block = model::kDefaultAttentionBlock;  // rows longer than this many
                                     // tokens attend in tiles of it with an online softmax
                                     // (model::TransformerImpl::set_attention_block): no
-                                    // [heads, T, T] scores; 0 = always dense
+                                    // [heads, T, T] scores; 0 = always dense. The trainer
+                                    // gives the reference and the critic the same
   bool merge_prefix_steps = true;   // pack append-only steps of a trajectory into one row
   bool use_rollout_logprobs = true; // old log-probs = the engine's behaviour log-probs (the
                                     // synchronous trainer rolls out with the weights it then
@@ -103,7 +104,8 @@ struct ActorOptions {
     v.field("gradient_checkpointing", gradient_checkpointing,
             "recompute each decoder layer in the backward pass: one layer's activations in memory, ~1/3 more compute");
     v.field("attention_block", attention_block,
-            "rows longer than this attend in tiles of it with an online softmax (no [heads,T,T] scores); 0 = dense");
+            "rows longer than this attend in tiles of it with an online softmax (no [heads,T,T] scores); 0 = dense. "
+            "Also the reference's and the critic's");
     v.field("merge_prefix_steps", merge_prefix_steps, "pack append-only steps into one row");
     v.field("use_rollout_logprobs", use_rollout_logprobs,
             "old log-probs = the engine's behaviour log-probs (skips a scoring pass)");

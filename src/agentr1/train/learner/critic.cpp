@@ -92,12 +92,17 @@ ValueModel make_value_model(const std::string& model_path, model::Transformer& p
     body->to(device, dtype);
     if (lora.enabled() && policy->lora() != nullptr) {
       // Both frozen: the critic's base is the policy's, the same tensors.
+      torch::NoGradGuard no_grad;
       auto mine = body->named_parameters();
       for (const auto& kv : policy->named_parameters()) {
-        if (kv.value().requires_grad()) continue;  // the policy's adapters
+        if (kv.key().find(".lora_") != std::string::npos) continue;  // the policy's adapters
         at::Tensor* t = mine.find(kv.key());
         AGENTR1_CHECK(t != nullptr, "initialising the critic from the policy: no parameter '" << kv.key() << "'");
-        t->set_data(kv.value());
+        if (kv.value().requires_grad()) {
+          t->copy_(kv.value().detach());  // a module the policy trains whole (modules_to_save): a copy
+        } else {
+          t->set_data(kv.value());
+        }
       }
     } else {
       copy_params(*body, *policy, "initialising the critic from the policy");
