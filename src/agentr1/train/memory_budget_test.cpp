@@ -307,6 +307,19 @@ TEST(MemoryBudgetTest, CalibratedAgainstMeasuredPeaks) {
   EXPECT_GE(worst, measured);
   EXPECT_LE(worst / measured, 1.15) << "estimate " << worst / kGiB << " GiB";
 
+  // The same run with LoRA r16 (actor.lora.rank=16 actor.lora.alpha=32 actor.optim.lr=1e-4
+  // trainer.threads=1; 2026-12-05, with the tiled attention: rows of 317 > 256): peak
+  // 8939524 kB, in step 1's update.
+  const double measured_lora = 8939524.0 * 1024;
+  auto with_lora = [&](const std::string& o) {
+    std::vector<std::string> v = run;
+    v.back() = "actor.lora.rank=16";  // tiled attention, as the run had
+    v.push_back(o);
+    return static_cast<double>(plan_memory(config(v), q06, std::nullopt, gib(1000)).total());
+  };
+  EXPECT_NEAR(with_lora("rollout.max_prompt_tokens=268") / measured_lora, 1.0, 0.15);
+  EXPECT_GE(with_lora("rollout.max_prompt_tokens=320"), measured_lora);
+
   // The built-in default (configs/builtin.yaml: rollout.n=16; vocab 2304, hidden 128, 4
   // layers): agentr1 train trainer.total_steps=2 -> rows of ~91 tokens (the longest ~110),
   // 9216 KV blocks, peak 753048 kB (the SFT that builds the model first peaks at 528272 kB).
