@@ -2,10 +2,13 @@
 #pragma once
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "agentr1/model/transformer.h"
 
@@ -52,6 +55,21 @@ inline Transformer spicy_model(const ModelConfig& cfg, uint64_t seed) {
   }
   m->eval();
   return m;
+}
+
+// Whether the autograd graph behind t contains a node whose name has `part` (a test's
+// proof that a custom function, e.g. "Checkpointed" or "BlockedAttention", really ran).
+inline bool graph_has(const at::Tensor& t, const std::string& part) {
+  std::vector<torch::autograd::Node*> todo{t.grad_fn().get()};
+  std::set<torch::autograd::Node*> seen;
+  while (!todo.empty()) {
+    torch::autograd::Node* n = todo.back();
+    todo.pop_back();
+    if (n == nullptr || !seen.insert(n).second) continue;
+    if (n->name().find(part) != std::string::npos) return true;
+    for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
+  }
+  return false;
 }
 
 // Random ids [B,T] in [0, vocab).

@@ -133,6 +133,21 @@ TEST(CriticTest, StepLevelValueMaskMarksEachStepsFirstActionToken) {
     for (size_t t = 0; t < r.tokens.size(); ++t) EXPECT_EQ(r.value_mask[t], r.action[t] ? 1.0f : 0.0f);
 }
 
+// The trajectories packed, with advantage = return = `target` (< 0: the trajectory's
+// outcome reward) on every response token, and the value mask set (set_value_mask:
+// step_level marks each step's first action token, else every action token).
+std::vector<PackedRow> rows_with_returns(const std::vector<Trajectory>& trajs, bool step_level, float target = -1) {
+  StepTokenValues targets(trajs.size());
+  for (size_t i = 0; i < trajs.size(); ++i)
+    for (const Step& s : trajs[i].steps)
+      targets[i].emplace_back(s.response_ids.size(), target < 0 ? trajs[i].outcome_reward : target);
+  std::vector<PackedRow> rows = pack_trajectories(trajs, true);
+  scatter_step_tokens(rows, targets, &PackedRow::advantage);
+  scatter_step_tokens(rows, targets, &PackedRow::returns);
+  set_value_mask(rows, step_level);
+  return rows;
+}
+
 double masked_mse(const std::vector<PackedRow>& rows) {
   double ss = 0, n = 0;
   for (const PackedRow& r : rows)
@@ -150,13 +165,7 @@ TEST(CriticTest, UpdateLowersTheValueLossOnAFixedBatch) {
   o.loop.micro_batch_size = 2;  // gradient accumulation over micro-batches
   Critic critic(vm, o);
   const std::vector<Trajectory> trajs = make_trajs();
-  StepTokenValues targets(trajs.size());
-  for (size_t i = 0; i < trajs.size(); ++i)
-    for (const Step& s : trajs[i].steps) targets[i].emplace_back(s.response_ids.size(), trajs[i].outcome_reward);
-  std::vector<PackedRow> rows = pack_trajectories(trajs, true);
-  scatter_step_tokens(rows, targets, &PackedRow::advantage);
-  scatter_step_tokens(rows, targets, &PackedRow::returns);
-  set_value_mask(rows, false);
+  std::vector<PackedRow> rows = rows_with_returns(trajs, /*step_level=*/false);
   critic.fill_values(rows);
   const double before = masked_mse(rows);
   std::map<std::string, double> first;
@@ -193,13 +202,7 @@ TEST(CriticTest, InitialisesFromThePolicyAndRoundTripsThroughSave) {
   CriticOptions o;
   Critic critic(vm, o);
   const std::vector<Trajectory> trajs = make_trajs();
-  StepTokenValues targets(trajs.size());
-  for (size_t i = 0; i < trajs.size(); ++i)
-    for (const Step& s : trajs[i].steps) targets[i].emplace_back(s.response_ids.size(), 1.0f);
-  std::vector<PackedRow> rows = pack_trajectories(trajs, true);
-  scatter_step_tokens(rows, targets, &PackedRow::advantage);
-  scatter_step_tokens(rows, targets, &PackedRow::returns);
-  set_value_mask(rows, true);
+  std::vector<PackedRow> rows = rows_with_returns(trajs, /*step_level=*/true, /*target=*/1.0f);
   critic.fill_values(rows);
   for (const PackedRow& r : rows)
     for (float v : r.value) EXPECT_EQ(v, 0.0f);
@@ -256,13 +259,7 @@ TEST(CriticTest, LoraCriticSharesTheFrozenBaseAndTrainsAdaptersAndHead) {
   EXPECT_EQ(critic.optimizer().parameters().size(), vm->body()->lora_parameters().size() + 2);
 
   const std::vector<Trajectory> trajs = make_trajs();
-  StepTokenValues targets(trajs.size());
-  for (size_t i = 0; i < trajs.size(); ++i)
-    for (const Step& s : trajs[i].steps) targets[i].emplace_back(s.response_ids.size(), trajs[i].outcome_reward);
-  std::vector<PackedRow> rows = pack_trajectories(trajs, true);
-  scatter_step_tokens(rows, targets, &PackedRow::advantage);
-  scatter_step_tokens(rows, targets, &PackedRow::returns);
-  set_value_mask(rows, false);
+  std::vector<PackedRow> rows = rows_with_returns(trajs, /*step_level=*/false);
   critic.fill_values(rows);
   const double before = masked_mse(rows);
   for (int it = 0; it < 30; ++it) {

@@ -22,6 +22,7 @@ namespace {
 using model::Arch;
 using model::Transformer;
 using model::testing::random_ids;
+using model::testing::graph_has;
 using model::testing::spicy_model;
 using model::testing::tiny_config;
 
@@ -85,20 +86,6 @@ TEST(ChunkedHeadTest, OnlyTheLogprobsTermOrOnlyTheEntropyTerm) {
   }
 }
 
-// Whether the autograd graph behind t contains a node whose name has `part`.
-bool graph_has(const at::Tensor& t, const std::string& part) {
-  std::vector<torch::autograd::Node*> todo{t.grad_fn().get()};
-  std::set<torch::autograd::Node*> seen;
-  while (!todo.empty()) {
-    torch::autograd::Node* n = todo.back();
-    todo.pop_back();
-    if (n == nullptr || !seen.insert(n).second) continue;
-    if (n->name().find(part) != std::string::npos) return true;
-    for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
-  }
-  return false;
-}
-
 // Gradients of every trainable parameter after one backward of a loss over the logits.
 // With block > 0 the attention runs in tiles of that many tokens (else dense); the
 // logits come back under the key "logits".
@@ -127,25 +114,36 @@ struct CkCase {
   int form;  // 0 plain rows, 1 packed segments, 2 shared prefix, 3 LoRA with dropout
 };
 
-class CheckpointingTest : public ::testing::TestWithParam<CkCase> {};
+// The model and inputs of one form: 2 rows of 11 tokens; form 1 packs segments (and
+// padding), 2 adds a 6-token shared prefix, 3 adds LoRA adapters (random, dropout 0.3).
+struct FormCase {
+  Transformer m;
+  at::Tensor ids, segments, prefix;
+};
 
-TEST_P(CheckpointingTest, GradientsEqualTheRecordedForward) {
-  const auto [arch, form] = GetParam();
-  Transformer m = spicy_model(tiny_config(arch), 3);
-  const int64_t V = m->config().vocab_size;
-  const at::Tensor ids = random_ids(2, 11, V, 1);
-  at::Tensor segments, prefix;
-  if (form == 1) segments = at::tensor({0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 5, 5, 5, 5, 5, 5, 5, 5, -1, -1, -1}).view({2, 11});
-  if (form == 2) prefix = random_ids(1, 6, V, 2)[0];
+FormCase form_case(Arch arch, int form) {
+  FormCase c{spicy_model(tiny_config(arch), 3), {}, {}, {}};
+  const int64_t V = c.m->config().vocab_size;
+  c.ids = random_ids(2, 11, V, 1);
+  if (form == 1) c.segments = at::tensor({0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 5, 5, 5, 5, 5, 5, 5, 5, -1, -1, -1}).view({2, 11});
+  if (form == 2) c.prefix = random_ids(1, 6, V, 2)[0];
   if (form == 3) {
     model::LoraOptions lo;
     lo.rank = 3;
     lo.alpha = 6;
     lo.dropout = 0.3;
-    m->add_lora(lo, 4);
+    c.m->add_lora(lo, 4);
     at::NoGradGuard ng;
-    for (auto& [name, t] : m->lora_parameters()) t.normal_(0.0, 0.3);
+    for (auto& [name, t] : c.m->lora_parameters()) t.normal_(0.0, 0.3);
   }
+  return c;
+}
+
+class CheckpointingTest : public ::testing::TestWithParam<CkCase> {};
+
+TEST_P(CheckpointingTest, GradientsEqualTheRecordedForward) {
+  const auto [arch, form] = GetParam();
+  auto [m, ids, segments, prefix] = form_case(arch, form);
   const auto want = grads_of(m, false, ids, segments, prefix);
   const auto got = grads_of(m, true, ids, segments, prefix);
   ASSERT_EQ(want.size(), got.size());
@@ -172,21 +170,7 @@ class BlockedAttentionModelTest : public ::testing::TestWithParam<CkCase> {};
 
 TEST_P(BlockedAttentionModelTest, LogitsAndGradientsEqualDenseAttention) {
   const auto [arch, form] = GetParam();  // form 4: checkpointed layers too
-  Transformer m = spicy_model(tiny_config(arch), 3);
-  const int64_t V = m->config().vocab_size;
-  const at::Tensor ids = random_ids(2, 11, V, 1);
-  at::Tensor segments, prefix;
-  if (form == 1) segments = at::tensor({0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 5, 5, 5, 5, 5, 5, 5, 5, -1, -1, -1}).view({2, 11});
-  if (form == 2) prefix = random_ids(1, 6, V, 2)[0];
-  if (form == 3) {
-    model::LoraOptions lo;
-    lo.rank = 3;
-    lo.alpha = 6;
-    lo.dropout = 0.3;
-    m->add_lora(lo, 4);
-    at::NoGradGuard ng;
-    for (auto& [name, t] : m->lora_parameters()) t.normal_(0.0, 0.3);
-  }
+  auto [m, ids, segments, prefix] = form_case(arch, form);
   const bool ck = form == 4;
   const auto want = grads_of(m, ck, ids, segments, prefix, /*block=*/0);
   const auto got = grads_of(m, ck, ids, segments, prefix, /*block=*/3);

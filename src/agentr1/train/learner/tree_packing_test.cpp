@@ -16,6 +16,7 @@
 namespace agentr1::train {
 namespace {
 
+using model::testing::graph_has;
 using model::testing::spicy_model;
 using model::testing::tiny_config;
 
@@ -68,20 +69,6 @@ std::vector<PackedRow> rows_of_groups() {
   std::vector<PackedRow> rows = pack_trajectories(trajs, /*merge_prefix_steps=*/true);
   scatter_step_tokens(rows, adv, &PackedRow::advantage);
   return rows;
-}
-
-// Whether the autograd graph behind t contains a node whose name has `part`.
-bool graph_has(const at::Tensor& t, const std::string& part) {
-  std::vector<torch::autograd::Node*> todo{t.grad_fn().get()};
-  std::set<torch::autograd::Node*> seen;
-  while (!todo.empty()) {
-    torch::autograd::Node* n = todo.back();
-    todo.pop_back();
-    if (n == nullptr || !seen.insert(n).second) continue;
-    if (n->name().find(part) != std::string::npos) return true;
-    for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
-  }
-  return false;
 }
 
 class TreePackingTest : public ::testing::TestWithParam<model::Arch> {};
