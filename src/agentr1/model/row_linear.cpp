@@ -1,6 +1,9 @@
 #include "agentr1/model/row_linear.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -34,7 +37,7 @@ constexpr int kTileRows = 4;  // rows of x per register tile (the last 1-3 rows 
 constexpr int cols_for(int rows) { return rows == 1 ? 8 : rows == 2 ? 6 : rows == 3 ? 4 : 3; }
 constexpr int kMaxTileCols = 8;
 constexpr int kTileOut = 12;   // max over R of R x cols_for(R)
-constexpr int kColUnit = 24;   // lcm of the widths: threads get whole tiles of every shape
+constexpr int kColUnit = 48;   // lcm of the widths (AVX2 8,6,4,3; AVX-512 16,12,8,6): threads get whole tiles
 // Work below this many multiply-adds runs on the calling thread (a parallel region costs
 // more than it saves; the same threshold as paged_attention's grains).
 constexpr int64_t kSerialMacs = int64_t{1} << 17;
@@ -170,7 +173,102 @@ bool cpu_has_avx2_fma() {
   }();
   return has;
 }
+// AVX-512 tiles: the same contract, two output columns per 512-bit register (lanes 0-7
+// are column c's eight lanes, 8-15 column c+1's) and x's eight values broadcast to both
+// halves, so each instruction performs the FMAs of two AVX2 ones on the same lanes. The
+// register file (32) holds R x P accumulators for up to 8 rows: one pass over a column
+// tile's weights serves all the rows of a decode step (weight-stationary).
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")
+
+inline __m512 load_pair(const float* a, const float* b) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
+}
+inline __m512 load_pair(const c10::BFloat16* a, const c10::BFloat16* b) {
+  const __m256i h = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline __m512 load_pair(const c10::Half* a, const c10::Half* b) {
+  const __m256i h = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  return _mm512_cvtph_ps(h);
+}
+
+// R rows x 2P columns; out as tile_avx2's (row-major R x 2P).
+template <int R, int P, typename W>
+void tile_avx512(const float* x, const W* w, int64_t K, float* out) {
+  const int64_t K8 = K - K % kLanes;
+  __m512 acc[R][P];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K8; k += kLanes) {
+    __m512 wv[P];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) wv[p] = load_pair(w + (2 * p) * K + k, w + (2 * p + 1) * K + k);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + r * K + k));
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(xv, wv[p], acc[r][p]);
+    }
+  }
+  // Each accumulator is two columns' lane sets: the same hadd reduction as tile_avx2,
+  // four lane sets at a time.
+  constexpr int n = R * 2 * P;
+  alignas(16) float sums[((n + 3) / 4) * 4];
+  auto half = [&](int i) -> __m256 {  // lane set i = r * 2P + c
+    const __m512 a = acc[i / (2 * P)][(i % (2 * P)) / 2];
+    return (i % 2) == 0 ? _mm512_castps512_ps256(a) : _mm512_extractf32x8_ps(a, 1);
+  };
+#pragma GCC unroll 16
+  for (int i = 0; i < n; i += 4) {
+    const __m256 z = _mm256_setzero_ps();
+    const __m256 a = half(i);
+    const __m256 b = i + 1 < n ? half(i + 1) : z;
+    const __m256 c = i + 2 < n ? half(i + 2) : z;
+    const __m256 d = i + 3 < n ? half(i + 3) : z;
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_store_ps(sums + i, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int c = 0; c < 2 * P; ++c) {
+      float s = sums[r * 2 * P + c];
+      for (int64_t k = K8; k < K; ++k) s = std::fma(x[r * K + k], widen(w[c * K + k]), s);
+      out[r * 2 * P + c] = s;
+    }
+}
+
+#pragma GCC pop_options
+
+// Rows per AVX-512 tile (1..8) -> column pairs: accumulators + pairs + 1 fit 32 registers.
+constexpr int pairs_for(int rows) { return rows == 1 ? 8 : rows == 2 ? 6 : rows <= 4 ? 4 : 3; }
+constexpr int kTileRows512 = 8;
+
+template <typename W>
+TileFn<W> avx512_tile(int rr) {
+  static const TileFn<W> table[kTileRows512] = {
+      tile_avx512<1, pairs_for(1), W>, tile_avx512<2, pairs_for(2), W>, tile_avx512<3, pairs_for(3), W>,
+      tile_avx512<4, pairs_for(4), W>, tile_avx512<5, pairs_for(5), W>, tile_avx512<6, pairs_for(6), W>,
+      tile_avx512<7, pairs_for(7), W>, tile_avx512<8, pairs_for(8), W>};
+  return table[rr - 1];
+}
+
+bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                          cpu_has_avx2_fma();
+  return has;
+}
+
 #else
+bool cpu_has_avx512() { return false; }
 bool cpu_has_avx2_fma() {
   static const bool warned = [] {
     AGENTR1_LOG(WARN) << "row_linear: built without the AVX2 kernel (not x86-64 GCC); the batch-invariant products "
@@ -185,22 +283,17 @@ bool cpu_has_avx2_fma() {
 
 // y[:, o0:o1) for all N rows. Rows are taken in blocks whose x slice stays in the L2
 // cache while every column tile of the range passes over it; within a block, groups of
-// kTileRows rows, then the last 1-3 rows with wider tiles.
+// the ISA's tile rows, then the last rows with wider tiles. Every element is computed by
+// the contract's arithmetic whichever tile holds it: the choice of tiles changes speed,
+// never bits.
 //   x [N,K] fp32, w [O,K], b [O] or null, y [N,O] (row-major, contiguous)
 template <typename T>
 void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y, int64_t O, int64_t o0,
-             int64_t o1, bool vector) {
+             int64_t o1, RowLinearIsa isa) {
   const int64_t row_block =
-      std::max<int64_t>(kTileRows, (int64_t{256} * 1024 / (K * 4)) / kTileRows * kTileRows);
-  float tile[kTileOut];
-  // Rows [r, r + rr) x columns [o, o + cc), one register tile, into y (+ bias).
-  auto one_tile = [&](int64_t r, int rr, int64_t o, int cc) {
-#if AGENTR1_ROW_LINEAR_AVX2
-    if (vector)
-      avx2_tile<T>(rr, cc)(x + r * K, w + o * K, K, tile);
-    else
-#endif
-      tile_portable(x + r * K, w + o * K, K, tile, rr, cc);
+      std::max<int64_t>(kTileRows512, (int64_t{256} * 1024 / (K * 4)) / kTileRows512 * kTileRows512);
+  float tile[kTileRows512 * 16];
+  auto store = [&](int64_t r, int rr, int64_t o, int cc) {
     for (int i = 0; i < rr; ++i)
       for (int j = 0; j < cc; ++j) {
         float s = tile[i * cc + j];
@@ -208,27 +301,60 @@ void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y,
         y[(r + i) * O + o + j] = static_cast<T>(s);
       }
   };
+  // Rows [r, r + rr) x columns [oa, ob) with the portable or AVX2 tiles (rr <= kTileRows
+  // per tile).
+  auto narrow_tiles = [&](int64_t r, int64_t rr_all, int64_t oa, int64_t ob) {
+    for (int64_t r2 = r; r2 < r + rr_all; r2 += kTileRows) {
+      const int rr = static_cast<int>(std::min<int64_t>(kTileRows, r + rr_all - r2));
+      const int cw = cols_for(rr);
+      for (int64_t o = oa; o < ob; o += cw) {
+        const int cc = static_cast<int>(std::min<int64_t>(cw, ob - o));
+#if AGENTR1_ROW_LINEAR_AVX2
+        if (isa != RowLinearIsa::kPortable)
+          avx2_tile<T>(rr, cc)(x + r2 * K, w + o * K, K, tile);
+        else
+#endif
+          tile_portable(x + r2 * K, w + o * K, K, tile, rr, cc);
+        store(r2, rr, o, cc);
+      }
+    }
+  };
   for (int64_t r0 = 0; r0 < N; r0 += row_block) {
     const int64_t r1 = std::min(N, r0 + row_block);
+#if AGENTR1_ROW_LINEAR_AVX2
+    if (isa == RowLinearIsa::kAvx512) {
+      // Groups of 8 rows, then one group of the last 1-7: each group walks the column
+      // range once; columns short of a whole tile go to the AVX2 tiles.
+      for (int64_t r = r0; r < r1; r += kTileRows512) {
+        const int rr = static_cast<int>(std::min<int64_t>(kTileRows512, r1 - r));
+        const int cw = 2 * pairs_for(rr);
+        const TileFn<T> fn = avx512_tile<T>(rr);
+        int64_t o = o0;
+        for (; o + cw <= o1; o += cw) {
+          fn(x + r * K, w + o * K, K, tile);
+          store(r, rr, o, cw);
+        }
+        if (o < o1) narrow_tiles(r, rr, o, o1);
+      }
+      continue;
+    }
+#endif
+    // kTileRows rows at a time over each column tile, then the last 1-3 rows.
     const int64_t full = r0 + (r1 - r0) / kTileRows * kTileRows;
     const int cw = cols_for(kTileRows);
     for (int64_t o = o0; o < o1; o += cw) {
-      const int cc = static_cast<int>(std::min<int64_t>(cw, o1 - o));
-      for (int64_t r = r0; r < full; r += kTileRows) one_tile(r, kTileRows, o, cc);
+      const int64_t oe = std::min(o1, o + cw);
+      for (int64_t r = r0; r < full; r += kTileRows) narrow_tiles(r, kTileRows, o, oe);
     }
-    if (full < r1) {
-      const int rr = static_cast<int>(r1 - full), rw = cols_for(rr);
-      for (int64_t o = o0; o < o1; o += rw) one_tile(full, rr, o, static_cast<int>(std::min<int64_t>(rw, o1 - o)));
-    }
+    if (full < r1) narrow_tiles(full, r1 - full, o0, o1);
   }
-  (void)vector;
 }
 
-// x [N,K], w [O,K], b [O] or undefined -> [N,O]; vector: the AVX2 tiles; parallel: split
-// the columns over threads.
+// x [N,K], w [O,K], b [O] or undefined -> [N,O]; isa: the tiles; parallel: split the
+// columns over threads.
 template <typename T>
 at::Tensor row_linear_impl(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool,
-                           bool vector, bool parallel) {
+                           RowLinearIsa isa, bool parallel) {
   const int64_t N = x.size(0), K = x.size(1), O = w.size(0);
   at::Tensor y = at::empty({N, O}, x.options());
   const T* xp = x.data_ptr<T>();
@@ -246,7 +372,7 @@ at::Tensor row_linear_impl(const at::Tensor& x, const at::Tensor& w, const at::T
   T* yp = y.data_ptr<T>();
   const int64_t units = (O + kColUnit - 1) / kColUnit;  // groups of whole column tiles
   auto run = [&](int64_t u0, int64_t u1) {
-    columns<T>(xf, N, K, wp, bp, yp, O, u0 * kColUnit, std::min(O, u1 * kColUnit), vector);
+    columns<T>(xf, N, K, wp, bp, yp, O, u0 * kColUnit, std::min(O, u1 * kColUnit), isa);
   };
   const int64_t macs = N * K * O;
   if (!parallel || macs < kSerialMacs) {
@@ -259,8 +385,8 @@ at::Tensor row_linear_impl(const at::Tensor& x, const at::Tensor& w, const at::T
   return y;
 }
 
-at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool, bool vector,
-                    bool parallel) {
+at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool,
+                    RowLinearIsa isa, bool parallel) {
   AGENTR1_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.is_contiguous() && w.is_contiguous() &&
                     w.scalar_type() == x.scalar_type() && x.device().is_cpu() && w.device().is_cpu(),
                 "row_linear: x must be [N, K] and w [O, K], contiguous CPU tensors of one dtype, got x "
@@ -270,9 +396,9 @@ at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
                                  b.scalar_type() == x.scalar_type() && b.device().is_cpu()),
                 "row_linear: b must be [O] of x's dtype, got " << b.sizes() << " " << b.scalar_type());
   switch (x.scalar_type()) {
-    case at::kFloat: return row_linear_impl<float>(x, w, b, pool, vector, parallel);
-    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, w, b, pool, vector, parallel);
-    case at::kHalf: return row_linear_impl<c10::Half>(x, w, b, pool, vector, parallel);
+    case at::kFloat: return row_linear_impl<float>(x, w, b, pool, isa, parallel);
+    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, w, b, pool, isa, parallel);
+    case at::kHalf: return row_linear_impl<c10::Half>(x, w, b, pool, isa, parallel);
     default: AGENTR1_CHECK(false, "row_linear: unsupported dtype " << x.scalar_type() << " (float, bfloat16, half)");
   }
   return {};
@@ -290,12 +416,64 @@ void silu_mul_impl(T* g, const T* u, int64_t n) {
 
 }  // namespace
 
+namespace {
+std::atomic<int> g_forced_isa{-1};  // -1: the best the CPU has
+}  // namespace
+
+bool row_linear_isa_supported(RowLinearIsa isa) {
+  switch (isa) {
+    case RowLinearIsa::kPortable: return true;
+    case RowLinearIsa::kAvx2: return cpu_has_avx2_fma();
+    case RowLinearIsa::kAvx512: return cpu_has_avx512();
+  }
+  return false;
+}
+
+RowLinearIsa row_linear_isa() {
+  const int forced = g_forced_isa.load(std::memory_order_relaxed);
+  if (forced >= 0) return static_cast<RowLinearIsa>(forced);
+  static const RowLinearIsa best = [] {
+    const char* env = std::getenv("AGENTR1_ROW_LINEAR_ISA");
+    if (env != nullptr && *env != '\0') {
+      const std::string v = env;
+      const RowLinearIsa want = v == "portable" ? RowLinearIsa::kPortable
+                                : v == "avx2"   ? RowLinearIsa::kAvx2
+                                : v == "avx512" ? RowLinearIsa::kAvx512
+                                                : throw Error("AGENTR1_ROW_LINEAR_ISA='" + v +
+                                                              "': expected portable, avx2 or avx512 (or unset for "
+                                                              "the best this CPU has)");
+      AGENTR1_CHECK(row_linear_isa_supported(want), "AGENTR1_ROW_LINEAR_ISA=" << v
+                                                        << ": this CPU lacks it; unset the variable or pick "
+                                                           "one it has (portable always works)");
+      return want;
+    }
+    return cpu_has_avx512() ? RowLinearIsa::kAvx512 : cpu_has_avx2_fma() ? RowLinearIsa::kAvx2 : RowLinearIsa::kPortable;
+  }();
+  return best;
+}
+
+const char* row_linear_isa_name(RowLinearIsa isa) {
+  switch (isa) {
+    case RowLinearIsa::kPortable: return "portable";
+    case RowLinearIsa::kAvx2: return "avx2";
+    case RowLinearIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+void force_row_linear_isa(std::optional<RowLinearIsa> isa) {
+  if (isa)
+    AGENTR1_CHECK(row_linear_isa_supported(*isa),
+                  "force_row_linear_isa: this CPU lacks " << row_linear_isa_name(*isa));
+  g_forced_isa.store(isa ? static_cast<int>(*isa) : -1, std::memory_order_relaxed);
+}
+
 at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool) {
-  return dispatch(x, w, b, pool, cpu_has_avx2_fma(), /*parallel=*/true);
+  return dispatch(x, w, b, pool, row_linear_isa(), /*parallel=*/true);
 }
 
 at::Tensor row_linear_portable(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return dispatch(x, w, b, nullptr, /*vector=*/false, /*parallel=*/false);
+  return dispatch(x, w, b, nullptr, RowLinearIsa::kPortable, /*parallel=*/false);
 }
 
 void silu_mul_rows_(at::Tensor& g, const at::Tensor& u, SpinPool* pool) {

@@ -24,6 +24,8 @@
 // warning says so once).
 #pragma once
 
+#include <optional>
+
 #include <ATen/ATen.h>
 
 #include "agentr1/model/spin_pool.h"
@@ -35,6 +37,20 @@ namespace agentr1::model::detail {
 // columns over `pool`'s threads when given, else over OpenMP's. Throws Error on other
 // shapes, dtypes or devices, naming them.
 at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool = nullptr);
+
+// Which code computes the products. Every one computes the contract's bits; they differ
+// in speed only: AVX-512 puts two output columns in a register (twice the multiply-adds
+// per instruction) with up to 8 rows per tile; AVX2+FMA 3-8 columns x 1-4 rows; portable
+// is plain C++ (one lane at a time).
+enum class RowLinearIsa { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+// The one row_linear uses: forced (below), else AGENTR1_ROW_LINEAR_ISA (portable | avx2 |
+// avx512; Error if unknown or if the CPU lacks it), else the best the CPU has.
+RowLinearIsa row_linear_isa();
+bool row_linear_isa_supported(RowLinearIsa isa);
+const char* row_linear_isa_name(RowLinearIsa isa);
+// Tests and benches: run every later call on `isa` (Error if the CPU lacks it), or back
+// to the default with nullopt. Process-wide.
+void force_row_linear_isa(std::optional<RowLinearIsa> isa);
 
 // The same contract computed by the portable code only (no vector unit, one thread):
 // tests compare the dispatched kernel with it bit for bit.

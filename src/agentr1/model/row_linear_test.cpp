@@ -8,7 +8,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
+#include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "agentr1/core/error.h"
 
@@ -60,15 +62,61 @@ TEST_P(RowLinear, MatchesFp64Reference) {
   }
 }
 
-TEST_P(RowLinear, EqualsPortableDefinitionBitForBit) {
+// The ISAs this CPU can run (portable always; AVX2 and AVX-512 where it has them). The
+// test log says which were covered: a machine without AVX-512 checks only the others.
+std::vector<RowLinearIsa> supported_isas() {
+  std::vector<RowLinearIsa> out;
+  for (RowLinearIsa isa : {RowLinearIsa::kPortable, RowLinearIsa::kAvx2, RowLinearIsa::kAvx512})
+    if (row_linear_isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+// Restores the default choice when a test ends.
+struct ForcedIsa {
+  explicit ForcedIsa(RowLinearIsa isa) { force_row_linear_isa(isa); }
+  ~ForcedIsa() { force_row_linear_isa(std::nullopt); }
+};
+
+// Every tile shape of every ISA: rows 1..17 (full 4- and 8-row tiles and every
+// remainder), column counts that leave every remainder width (and fewer columns than one
+// tile), K with and without a tail below 8.
+TEST_P(RowLinear, EveryIsaEqualsPortableDefinitionBitForBit) {
   const at::ScalarType dt = GetParam();
-  for (const Shape s : {Shape{1, 64, 96, false}, Shape{5, 37, 11, true}, Shape{66, 300, 131, true},
-                        Shape{9, 7, 2, false}}) {
-    const at::Tensor x = randn({s.N, s.K}, 4, dt), w = randn({s.O, s.K}, 5, dt);
-    const at::Tensor b = s.bias ? randn({s.O}, 6, dt) : at::Tensor();
-    EXPECT_TRUE(same_bits(row_linear(x, w, b), row_linear_portable(x, w, b)))
-        << "N " << s.N << " K " << s.K << " O " << s.O;
+  std::vector<Shape> shapes = {Shape{1, 64, 96, false}, Shape{5, 37, 11, true}, Shape{66, 300, 131, true},
+                               Shape{9, 7, 2, false}};
+  for (int64_t n = 1; n <= 17; ++n) shapes.push_back(Shape{n, n % 2 ? 72 : 45, 47 + 3 * n, n % 3 == 0});
+  SpinPool pool(2);
+  for (RowLinearIsa isa : supported_isas()) {
+    ForcedIsa forced(isa);
+    for (const Shape s : shapes) {
+      const at::Tensor x = randn({s.N, s.K}, 4 + s.N, dt), w = randn({s.O, s.K}, 5 + s.O, dt);
+      const at::Tensor b = s.bias ? randn({s.O}, 6, dt) : at::Tensor();
+      const at::Tensor ref = row_linear_portable(x, w, b);
+      EXPECT_TRUE(same_bits(row_linear(x, w, b), ref))
+          << row_linear_isa_name(isa) << ": N " << s.N << " K " << s.K << " O " << s.O;
+      EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool), ref))
+          << row_linear_isa_name(isa) << " on a pool: N " << s.N << " K " << s.K << " O " << s.O;
+    }
   }
+  std::printf("row_linear ISAs checked on this CPU:");
+  for (RowLinearIsa isa : supported_isas()) std::printf(" %s", row_linear_isa_name(isa));
+  std::printf(" (default %s)\n", row_linear_isa_name(row_linear_isa()));
+}
+
+TEST(RowLinearIsaSwitch, RefusesWhatTheCpuLacksAndNamesIt) {
+  for (RowLinearIsa isa : {RowLinearIsa::kAvx2, RowLinearIsa::kAvx512}) {
+    if (row_linear_isa_supported(isa)) continue;
+    try {
+      force_row_linear_isa(isa);
+      FAIL() << "forced an ISA the CPU lacks";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(row_linear_isa_name(isa)), std::string::npos) << e.what();
+    }
+  }
+  force_row_linear_isa(RowLinearIsa::kPortable);
+  EXPECT_EQ(row_linear_isa(), RowLinearIsa::kPortable);
+  force_row_linear_isa(std::nullopt);
+  EXPECT_TRUE(row_linear_isa_supported(row_linear_isa()));
 }
 
 // Row 0 alone, among 63 others, at every place in the batch, with 1 and 2 OpenMP
@@ -78,10 +126,12 @@ TEST_P(RowLinear, RowIsTheSameWhateverItIsBatchedWith) {
   const int64_t K = 200, O = 515;
   const at::Tensor w = randn({O, K}, 7, dt), b = randn({O}, 8, dt);
   const at::Tensor row = randn({1, K}, 9, dt);
-  const at::Tensor alone = row_linear(row, w, b);
   const int saved = at::get_num_threads();
   SpinPool pool(2);
-  for (int64_t n : {2, 3, 4, 5, 17, 64}) {
+  for (RowLinearIsa isa : supported_isas()) {
+  ForcedIsa forced(isa);
+  const at::Tensor alone = row_linear(row, w, b);
+  for (int64_t n : {2, 3, 4, 5, 8, 9, 16, 17, 64}) {
     at::Tensor batch = randn({n, K}, 10 + n, dt);
     const int64_t at_row = n / 2;
     batch[at_row].copy_(row[0]);
@@ -91,6 +141,7 @@ TEST_P(RowLinear, RowIsTheSameWhateverItIsBatchedWith) {
           << "batch of " << n << ", " << threads << " OpenMP threads";
     }
     EXPECT_TRUE(same_bits(row_linear(batch, w, b, &pool)[at_row].unsqueeze(0), alone)) << "batch of " << n << ", pool";
+  }
   }
   at::set_num_threads(saved);
 }

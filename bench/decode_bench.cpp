@@ -1,0 +1,363 @@
+// decode_bench — decoding at real size against the machine's memory bandwidth: how close
+// the engine's products and whole decode steps come to the bound that streaming every
+// weight once per step sets, for fp32 and bf16 weights, at 1..16 rows.
+//
+//   build/bench/decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16]
+//                            [--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine]
+//
+// 1. Bandwidth: a STREAM-style read (sum of a 1 GiB buffer, AVX2 when the CPU has it),
+//    1..--threads threads, best of --reps: the bound below is bytes / this rate.
+// 2. Products: one decode step's linear layers of Qwen3-0.6B's shape (28 layers of
+//    q/k/v/o/gate/up/down, each its own weights, and the 151936 x 1024 head: 596M
+//    weights, far beyond any cache) through model::detail::row_linear at N rows. It
+//    validates first (every shape's output against at::linear in fp64, relative error
+//    within 1e-4 fp32 / 1e-2 bf16; row 0 of N rows equal bit for bit to the row alone),
+//    then prints the step's time, its GB/s and the fraction of the measured bandwidth.
+// 3. Engine: rollout::Engine on a random model of that shape, --new greedy tokens per row
+//    after a 16-token prompt, at --engine-batches rows: decode tokens/s (prefill timed
+//    apart and left out), against the bound tokens/s = rows x bandwidth / weight bytes.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agentr1/core/log.h"
+#include "agentr1/model/row_linear.h"
+#include "agentr1/model/spin_pool.h"
+#include "agentr1/model/transformer.h"
+#include "agentr1/rollout/engine.h"
+#include "bench_env.h"
+#include "bench_model.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+using namespace agentr1;
+
+namespace {
+
+struct Args {
+  int threads = 2;
+  std::vector<int> rows = {1, 2, 4, 8, 16};
+  std::vector<std::string> dtypes = {"fp32", "bf16"};
+  int reps = 5;
+  int max_new = 16;
+  std::vector<int> engine_batches = {1, 8};
+  bool engine = true;
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "decode_bench: %s\nusage: decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16] "
+               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine]\n",
+               why);
+  std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ',')) out.push_back(x);
+  return out;
+}
+
+std::vector<int> ints(const std::string& k, const std::string& v) {
+  std::vector<int> out;
+  for (const auto& s : split(v)) {
+    char* end = nullptr;
+    const long n = std::strtol(s.c_str(), &end, 10);
+    if (*end || n < 1) usage((k + " needs integers >= 1, got '" + v + "'").c_str());
+    out.push_back(static_cast<int>(n));
+  }
+  return out;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) usage(("missing value after " + k).c_str());
+      return argv[++i];
+    };
+    if (k == "--threads") a.threads = ints(k, val())[0];
+    else if (k == "--reps") a.reps = ints(k, val())[0];
+    else if (k == "--new") a.max_new = ints(k, val())[0];
+    else if (k == "--rows") a.rows = ints(k, val());
+    else if (k == "--engine-batches") a.engine_batches = ints(k, val());
+    else if (k == "--dtypes") a.dtypes = split(val());
+    else if (k == "--no-engine") a.engine = false;
+    else usage(("unknown argument " + k).c_str());
+  }
+  for (const auto& d : a.dtypes)
+    if (d != "fp32" && d != "bf16") usage(("--dtypes takes fp32 and bf16, got '" + d + "'").c_str());
+  return a;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ---- 1. bandwidth ----------------------------------------------------------------
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  alignas(32) float o[8];
+  _mm256_store_ps(o, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  return o[0] + o[1] + o[2] + o[3] + o[4] + o[5] + o[6] + o[7];
+}
+#endif
+
+float sum_plain(const float* p, size_t n) {
+  float a[8] = {};
+  for (size_t i = 0; i + 8 <= n; i += 8)
+    for (int u = 0; u < 8; ++u) a[u] += p[i + u];
+  return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
+// Read bandwidth in bytes/s with `threads` threads, best of `reps`.
+double read_bandwidth(int threads, int reps) {
+  const size_t n = size_t{1} << 28;  // 1 GiB of floats, allocated and filled once
+  static float* p = [&] {
+    float* q = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+    if (q == nullptr) usage("cannot allocate 1 GiB for the bandwidth test");
+    for (size_t i = 0; i < n; ++i) q[i] = 1.0f;
+    return q;
+  }();
+#if defined(__x86_64__) && defined(__GNUC__)
+  const bool avx2 = __builtin_cpu_supports("avx2");
+#endif
+  double best = 1e30;
+  float total = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<float> part(static_cast<size_t>(threads));
+    const double t0 = now_s();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t)
+      ts.emplace_back([&, t] {
+        const size_t b = n * t / threads / 32 * 32, e = n * (t + 1) / threads / 32 * 32;
+#if defined(__x86_64__) && defined(__GNUC__)
+        part[t] = avx2 ? sum_avx2(p + b, e - b) : sum_plain(p + b, e - b);
+#else
+        part[t] = sum_plain(p + b, e - b);
+#endif
+      });
+    for (auto& t : ts) t.join();
+    best = std::min(best, now_s() - t0);
+    for (float v : part) total += v;
+  }
+  if (total <= 0) usage("bandwidth test summed to nothing");  // keeps the sums alive
+  return static_cast<double>(n * sizeof(float)) / best;
+}
+
+// ---- 2. products -----------------------------------------------------------------
+
+
+// One decode step's linear layers of the 0.6B shape: per layer q, k, v, o, gate, up,
+// down (each its own tensor), then the head.
+std::vector<at::Tensor> step_weights(const model::ModelConfig& c, at::ScalarType dt) {
+  std::vector<at::Tensor> ws;
+  at::Generator gen = at::detail::createCPUGenerator(7);
+  const int64_t H = c.hidden_size, I = c.intermediate_size, q = c.num_attention_heads * c.head_dim,
+                kv = c.num_key_value_heads * c.head_dim;
+  auto make = [&](int64_t o, int64_t k) {
+    ws.push_back((at::randn({o, k}, gen, at::TensorOptions().dtype(at::kFloat)) * 0.02).to(dt).contiguous());
+  };
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    make(q, H);
+    make(kv, H);
+    make(kv, H);
+    make(H, q);
+    make(I, H);
+    make(I, H);
+    make(H, I);
+  }
+  make(c.vocab_size, H);
+  return ws;
+}
+
+// The products of one step at N rows (inputs of the right widths, reused).
+double step_products(const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& xs, model::SpinPool& pool) {
+  const double t0 = now_s();
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const at::Tensor y = model::detail::row_linear(xs[static_cast<size_t>(ws[i].size(1) == xs[0].size(1) ? 0
+                                                                          : ws[i].size(1) == xs[1].size(1) ? 1
+                                                                                                           : 2)],
+                                                   ws[i], {}, &pool);
+    (void)y;
+  }
+  return now_s() - t0;
+}
+
+bool validate_products(const std::vector<at::Tensor>& ws, at::ScalarType dt, model::SpinPool& pool) {
+  at::Generator gen = at::detail::createCPUGenerator(11);
+  // One of each distinct shape (the first layer's seven and the head).
+  for (size_t i = 0; i < 8; ++i) {
+    const at::Tensor& w = i < 7 ? ws[i] : ws.back();
+    const at::Tensor x = at::randn({5, w.size(1)}, gen, at::TensorOptions().dtype(at::kFloat)).to(dt);
+    const at::Tensor y = model::detail::row_linear(x, w, {}, &pool);
+    const at::Tensor ref = at::linear(x.to(at::kDouble), w.to(at::kDouble));
+    const double rel = ((y.to(at::kDouble) - ref).abs().max() / ref.abs().max()).item<double>();
+    const double tol = dt == at::kFloat ? 1e-4 : 1e-2;
+    if (!(rel <= tol)) {
+      std::printf("FAIL: product %zu [%ld x %ld] relative error %.3g > %.0e\n", i, (long)w.size(0), (long)w.size(1),
+                  rel, tol);
+      return false;
+    }
+    const at::Tensor y1 = model::detail::row_linear(x.narrow(0, 0, 1).contiguous(), w, {}, &pool);
+    if (std::memcmp(y1.data_ptr(), y.data_ptr(), static_cast<size_t>(y1.numel() * y1.element_size())) != 0) {
+      std::printf("FAIL: product %zu: row 0 of 5 rows differs from the row alone\n", i);
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---- 3. engine -------------------------------------------------------------------
+
+struct EngineRun {
+  double decode_tok_s = 0;
+  std::vector<GenResult> out;
+};
+
+EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threads, int reps) {
+  rollout::EngineOptions o;
+  o.max_batch = batch;
+  o.max_context = 64 + max_new;
+  o.prefix_cache = false;
+  o.threads = threads;
+  rollout::Engine e(m, o);
+  std::mt19937_64 g(5);
+  std::uniform_int_distribution<int> d(0, 150000);
+  std::vector<GenRequest> reqs, pre;
+  for (int b = 0; b < batch; ++b) {
+    TokenIds p;
+    for (int i = 0; i < 16; ++i) p.push_back(d(g));
+    SamplingParams s;
+    s.temperature = 0.0f;
+    s.max_new_tokens = max_new;
+    reqs.push_back({p, s});
+    s.max_new_tokens = 1;
+    pre.push_back({p, s});
+  }
+  // The prefill plus one token, timed apart: decode time = full - this. Best of `reps`.
+  e.generate(pre);  // warm-up (allocations, RoPE table)
+  EngineRun r;
+  for (int rep = 0; rep < reps; ++rep) {
+    const double t0 = now_s();
+    e.generate(pre);
+    const double t_pre = now_s() - t0;
+    const double t1 = now_s();
+    r.out = e.generate(reqs);
+    const double t_all = now_s() - t1;
+    r.decode_tok_s =
+        std::max(r.decode_tok_s, static_cast<double>(batch) * (max_new - 1) / std::max(1e-9, t_all - t_pre));
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  at::set_num_threads(1);
+  std::printf("decode_bench: %s, %d threads, load %s\n", bench::cpu_name().c_str(), a.threads,
+              bench::load_average().c_str());
+
+  std::printf("\n## Read bandwidth (1 GiB, best of %d)\n\n| threads | GB/s |\n|--:|--:|\n", a.reps);
+  for (int t = 1; t <= a.threads; ++t) std::printf("| %d | %.1f |\n", t, read_bandwidth(t, a.reps) / 1e9);
+
+  const model::ModelConfig c = bench::qwen3_06b_shape();
+  model::SpinPool pool(a.threads);
+  std::printf("\n## One decode step's products, Qwen3-0.6B shape (row_linear, %d threads, best of %d)\n\n", a.threads,
+              a.reps);
+  std::printf("| dtype | kernel | rows | weights GB | ms / step | GB/s | of bandwidth | bound tok/s | tok/s |\n");
+  std::printf("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
+  std::vector<model::detail::RowLinearIsa> isas;
+  for (auto i : {model::detail::RowLinearIsa::kAvx2, model::detail::RowLinearIsa::kAvx512})
+    if (model::detail::row_linear_isa_supported(i)) isas.push_back(i);
+  if (isas.empty()) isas.push_back(model::detail::RowLinearIsa::kPortable);
+  for (const auto& dn : a.dtypes) {
+    const at::ScalarType dt = dn == "fp32" ? at::kFloat : at::kBFloat16;
+    const std::vector<at::Tensor> ws = step_weights(c, dt);
+    double bytes = 0;
+    for (const auto& w : ws) bytes += static_cast<double>(w.numel() * w.element_size());
+    if (!validate_products(ws, dt, pool)) return 1;
+    for (int n : a.rows)
+    for (auto isa : isas) {
+      model::detail::force_row_linear_isa(isa);
+      at::Generator gen = at::detail::createCPUGenerator(3);
+      const auto fo = at::TensorOptions().dtype(at::kFloat);
+      const std::vector<at::Tensor> xs = {
+          at::randn({n, c.hidden_size}, gen, fo).to(dt),
+          at::randn({n, c.num_attention_heads * c.head_dim}, gen, fo).to(dt),
+          at::randn({n, c.intermediate_size}, gen, fo).to(dt)};
+      // The bandwidth is sampled beside each repetition (the machine is shared: what
+      // other processes take changes both alike); the best of each is kept.
+      double best = 1e30, bw_here = 0;
+      for (int r = 0; r < a.reps; ++r) {
+        bw_here = std::max(bw_here, read_bandwidth(a.threads, 1));
+        best = std::min(best, step_products(ws, xs, pool));
+      }
+      const double bw = bw_here;
+      const double gbs = bytes / best / 1e9;
+      std::printf("| %s | %s | %d | %.2f | %.1f | %.1f | %.0f%% | %.1f | %.1f |\n", dn.c_str(),
+                  model::detail::row_linear_isa_name(isa), n, bytes / 1e9, best * 1e3, gbs, 100.0 * gbs * 1e9 / bw,
+                  n * bw / bytes, n / best);
+      std::fflush(stdout);
+    }
+    model::detail::force_row_linear_isa(std::nullopt);
+  }
+
+  if (!a.engine) return 0;
+  std::printf("\n## Engine decode, random Qwen3-0.6B-shape model, greedy, %d new tokens per row\n\n", a.max_new);
+  std::printf("| dtype | rows | decode tok/s | bound tok/s | of bound |\n|---|--:|--:|--:|--:|\n");
+  for (const auto& dn : a.dtypes) {
+    const at::ScalarType dt = dn == "fp32" ? at::kFloat : at::kBFloat16;
+    torch::manual_seed(1);
+    model::Transformer m(c);
+    m->to(dt);
+    m->eval();
+    double bytes = 0;
+    for (const auto& p : m->parameters()) bytes += static_cast<double>(p.numel() * p.element_size());
+    bytes -= static_cast<double>(c.vocab_size * c.hidden_size) * (dt == at::kFloat ? 4 : 2) *
+             (c.tie_word_embeddings ? 0 : 1);  // an untied embedding is read per token, not per row
+    std::vector<GenResult> first;
+    for (int b : a.engine_batches) {
+      EngineRun r = engine_decode(m, b, a.max_new, a.threads, a.reps);
+      if (first.empty()) first = r.out;
+      // Batch invariance: row 0 decodes the same tokens whatever the batch.
+      if (r.out[0].token_ids != first[0].token_ids) {
+        std::printf("FAIL: %s row 0 at batch %d differs from batch %d\n", dn.c_str(), b, a.engine_batches[0]);
+        return 1;
+      }
+      double bw_here = 0;
+      for (int r = 0; r < a.reps; ++r) bw_here = std::max(bw_here, read_bandwidth(a.threads, 1));
+      const double bound = b * bw_here / bytes;
+      std::printf("| %s | %d | %.1f | %.1f | %.0f%% |\n", dn.c_str(), b, r.decode_tok_s, bound,
+                  100.0 * r.decode_tok_s / bound);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
