@@ -110,6 +110,8 @@ Engine::Engine(model::Transformer model, EngineOptions options)
   // The worker computes with its creator's thread count (at::get_num_threads()): on
   // the CPU through a SpinPool, with one OpenMP thread of its own (see engine.h).
   const int threads = options_.threads > 0 ? options_.threads : at::get_num_threads();
+  threads_ = threads;
+  spin_threads_ = threads;
   if (threads > 1 && device_.is_cpu())
     spin_ = std::make_unique<model::SpinPool>(threads, /*idle_us=*/2000, options_.nice);
   worker_ = std::thread([this, threads] {
@@ -119,6 +121,24 @@ Engine::Engine(model::Transformer model, EngineOptions options)
     at::set_num_threads(spin_ ? 1 : threads);
     worker_loop();
   });
+}
+
+void Engine::set_threads(int threads) {
+  AGENTR1_CHECK(threads >= 1, "Engine::set_threads: threads must be >= 1, got " << threads);
+  threads_.store(threads);
+}
+
+void Engine::adopt_threads() {
+  const int want = threads_.load();
+  if (want == spin_threads_) return;
+  spin_threads_ = want;
+  if (!device_.is_cpu()) {
+    at::set_num_threads(want);
+    return;
+  }
+  spin_.reset();  // joins its helpers
+  if (want > 1) spin_ = std::make_unique<model::SpinPool>(want, /*idle_us=*/2000, options_.nice);
+  at::set_num_threads(1);  // the worker's own OpenMP count (the pool has the others)
 }
 
 Engine::~Engine() {
@@ -274,6 +294,7 @@ void Engine::worker_loop() {
       }
     }
     try {
+      adopt_threads();
       iterate();
     } catch (const std::exception& e) {
       // Not expected (model errors are caught per batch); keep the engine alive.

@@ -57,6 +57,8 @@
 #include <thread>
 #include <vector>
 
+#include <atomic>
+
 #include <c10/core/ScalarType.h>
 
 #include "agentr1/core/generator.h"
@@ -161,6 +163,12 @@ class Engine : public Generator {
 
   // Stamped on results of requests admitted from now on (GenResult::policy_version).
   void set_policy_version(int64_t version);
+  // Compute threads from the next forward pass on (>= 1; the worker's SpinPool is rebuilt
+  // between passes, so no pass changes team halfway). The batch-invariant products give
+  // the same bits on any count; BLAS products (batch_invariant false) may not. The trainer
+  // calls it each step with the cores other processes leave (core/cpu_load.h).
+  void set_threads(int threads);
+  int threads() const { return threads_.load(); }
   int64_t policy_version() const;
   // Forgets all cached keys/values (finished sequences' blocks; running sequences stop
   // donating prefixes). Takes effect before the next admission.
@@ -194,6 +202,9 @@ class Engine : public Generator {
   // small products (measured at batch 1: 3.3 -> 0.9 ms per token). Null on one thread
   // or off the CPU.
   std::unique_ptr<model::SpinPool> spin_;
+  std::atomic<int> threads_{1};   // wanted by set_threads
+  int spin_threads_ = 1;          // what spin_ has (worker thread only)
+  void adopt_threads();           // worker: rebuild spin_ when threads_ changed
   int64_t vocab_ = 0;
   at::Device device_;
   model::KVCache cache_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -476,6 +477,38 @@ TEST(Engine, WithModelDrainedSwapsOnlyBetweenResponses) {
   EXPECT_EQ(v0, finished_inside) << "every version-0 response had finished before the swap";
   EXPECT_GE(finished_inside, 1) << "requests admitted before the hold ran to the end";
   EXPECT_EQ(engine.stats().requests_finished, 7);
+}
+
+}  // namespace
+}  // namespace agentr1::rollout
+
+namespace agentr1::rollout {
+namespace {
+
+// set_threads between requests (as the trainer does each step when it sizes teams to
+// the free cores): the batch-invariant engine samples the same tokens and log-probs bit
+// for bit on 1, 2 and 3 threads, and the count reads back.
+TEST(Engine, SetThreadsKeepsResultsBitForBit) {
+  EngineOptions o = options(4, /*prefix_cache=*/false);
+  o.threads = 2;
+  Engine e(tiny_model(), o);
+  EXPECT_EQ(e.threads(), 2);
+  std::mt19937_64 g(3);
+  std::vector<GenRequest> reqs;
+  for (int i = 0; i < 4; ++i) reqs.push_back(request(random_prompt(g, 9 + i), 1.0f, 12, 100 + i));
+  const std::vector<GenResult> ref = e.generate(reqs);
+  for (int t : {1, 3, 2}) {
+    e.set_threads(t);
+    EXPECT_EQ(e.threads(), t);
+    const std::vector<GenResult> got = e.generate(reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(got[i].token_ids, ref[i].token_ids) << t << " threads, request " << i;
+      ASSERT_EQ(got[i].logprobs.size(), ref[i].logprobs.size());
+      EXPECT_EQ(0, std::memcmp(got[i].logprobs.data(), ref[i].logprobs.data(), ref[i].logprobs.size() * sizeof(float)))
+          << t << " threads, request " << i;
+    }
+  }
+  EXPECT_THROW(e.set_threads(0), Error);
 }
 
 }  // namespace

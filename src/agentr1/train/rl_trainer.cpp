@@ -60,6 +60,10 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   // trainer.threads applies to library users too (the CLI sets it before anything runs;
   // 0 = leave the process's setting). Results depend on it: BLAS splits work by thread.
   if (c.trainer.threads > 0 && at::get_num_threads() != c.trainer.threads) at::set_num_threads(c.trainer.threads);
+  if (c.trainer.threads == 0) {
+    max_threads_ = at::get_num_threads();
+    if (max_threads_ > 1) free_cores_ = std::make_unique<core::FreeCores>();
+  }
   // Data parallelism: one rank of several when launched so (torchrun's environment).
   if (const std::optional<DistEnv> env = dist_env_from_environment(); env && env->world_size > 1) {
     AGENTR1_CHECK(device_.is_cpu(), "data parallelism runs on Gloo (CPU) in this build; trainer.device="
@@ -389,6 +393,17 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     *step_out = step;
     const auto t_step = Clock::now();
     Metrics m;
+    // 0. Threads: the cores other processes left free over the last step.
+    if (free_cores_) {
+      const int n = free_cores_->threads(max_threads_);
+      if (n != at::get_num_threads()) {
+        AGENTR1_LOG(DEBUG) << "threads: " << at::get_num_threads() << " -> " << n << " (other processes use "
+                           << free_cores_->others_busy().value_or(0) << " cores)";
+        at::set_num_threads(n);
+        if (engine_) engine_->set_threads(n);
+      }
+      m["perf/threads"] = n;
+    }
     // 1. Prompts and rollouts.
     RolloutBatch batch = rollout_->collect(step);
     const std::vector<Trajectory>& trajs = batch.trajectories;

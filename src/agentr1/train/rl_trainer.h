@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/cpu_load.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/json.h"
 #include "agentr1/core/thread_pool.h"
@@ -125,6 +126,10 @@ class RLTrainer {
   std::unique_ptr<text::ChatTemplate> chat_;
   model::Transformer policy_{nullptr};
   std::unique_ptr<rollout::Engine> engine_;
+  // trainer.threads=0: the learner's and the engine's thread count follow the cores other
+  // processes leave (measured each step); null for a fixed count.
+  std::unique_ptr<core::FreeCores> free_cores_;
+  int max_threads_ = 1;
   std::unique_ptr<ThreadPool> tool_pool_;
   std::unique_ptr<ThreadPool> drivers_;
   flow::FlowContext ctx_;

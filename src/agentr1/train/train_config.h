@@ -190,7 +190,11 @@ struct TrainerOptions {
   std::string device = "cpu";     // where the models, the KV cache and the learner's tensors
                                   // live: cpu | cuda | cuda:N (parsed once by parse_device)
   int seed = 42;                  // run seed (rollout sampling, init)
-  int threads = 0;                // torch threads; 0 = all cores
+  int threads = 0;                // torch threads; 0 = the cores other processes leave free,
+                                  // measured before every step (core/cpu_load.h): a busy core
+                                  // elsewhere costs ~1x, not 10x. The learner's rounding depends
+                                  // on its thread count, so such a run repeats bit for bit only
+                                  // on an equally idle machine; N = always N
   int tool_threads = 4;           // tool execution pool
   double memory_gb = 0;           // GiB this run may use (weights, optimiser, KV cache,
                                   // activations: memory_budget.h); the KV cache gets what is
@@ -210,7 +214,9 @@ struct TrainerOptions {
     v.field("critic_warmup", critic_warmup, "steps at the start that update only the critic");
     v.field("device", device, "cpu | cuda | cuda:N: models, KV cache and learner tensors");
     v.field("seed", seed, "run seed");
-    v.field("threads", threads, "torch threads; 0 = all cores");
+    v.field("threads", threads,
+            "torch threads; 0 = the cores other processes leave free, re-measured every step (a run then "
+            "repeats bit for bit only under the same load); N = exactly N");
     v.field("tool_threads", tool_threads, "threads executing tool calls");
     v.field("memory_gb", memory_gb,
             "GiB this run may use (checked before loading; the KV cache gets what is left); 0 = the machine's "
