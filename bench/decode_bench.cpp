@@ -304,8 +304,10 @@ int main(int argc, char** argv) {
     for (const auto& w : ws) bytes += static_cast<double>(w.numel() * w.element_size());
     if (!validate_products(ws, dt, pool)) return 1;
     for (int n : a.rows)
-    for (auto isa : isas) {
+    for (auto isa : isas)
+    for (bool prefetch : {true, false}) {
       model::detail::force_row_linear_isa(isa);
+      model::detail::set_row_linear_prefetch(prefetch);
       at::Generator gen = at::detail::createCPUGenerator(3);
       const auto fo = at::TensorOptions().dtype(at::kFloat);
       const std::vector<at::Tensor> xs = {
@@ -321,12 +323,13 @@ int main(int argc, char** argv) {
       }
       const double bw = bw_here;
       const double gbs = bytes / best / 1e9;
-      std::printf("| %s | %s | %d | %.2f | %.1f | %.1f | %.0f%% | %.1f | %.1f |\n", dn.c_str(),
-                  model::detail::row_linear_isa_name(isa), n, bytes / 1e9, best * 1e3, gbs, 100.0 * gbs * 1e9 / bw,
+      std::printf("| %s | %s%s | %d | %.2f | %.1f | %.1f | %.0f%% | %.1f | %.1f |\n", dn.c_str(),
+                  model::detail::row_linear_isa_name(isa), prefetch ? "" : " no-prefetch", n, bytes / 1e9, best * 1e3, gbs, 100.0 * gbs * 1e9 / bw,
                   n * bw / bytes, n / best);
       std::fflush(stdout);
     }
     model::detail::force_row_linear_isa(std::nullopt);
+    model::detail::set_row_linear_prefetch(true);
   }
 
   if (!a.engine) return 0;

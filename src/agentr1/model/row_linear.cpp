@@ -64,8 +64,19 @@ float dot_portable(const float* x, const W* w, int64_t K) {
 
 // out[r * cc + c] = dot(x row r, w row c) for r < rr, c < cc; x and w rows have
 // stride K.
+// The weights of the tile after this one (contiguous: rows are), fetched into the cache
+// while this tile computes, `per_step` 64-byte lines per k step: the hardware prefetcher
+// sees a tile's 3-16 rows as short separate streams and starts each late; this keeps one
+// stream a tile ahead (decode reads every weight once, so the bound is how early the
+// bytes arrive). Hints only: results do not depend on them.
+struct Ahead {
+  const char* p = nullptr;
+  const char* end = nullptr;
+  int per_step = 0;
+};
+
 template <typename W>
-using TileFn = void (*)(const float* x, const W* w, int64_t K, float* out);
+using TileFn = void (*)(const float* x, const W* w, int64_t K, float* out, Ahead& ahead);
 
 template <typename W>
 void tile_portable(const float* x, const W* w, int64_t K, float* out, int rr, int cc) {
@@ -88,7 +99,7 @@ inline __m256 load8(const c10::Half* p) {  // fp16 -> fp32, exact
 
 // R x C register tile: the same fused multiply-adds, lane by lane, as dot_portable.
 template <int R, int C, typename W>
-void tile_avx2(const float* x, const W* w, int64_t K, float* out) {
+void tile_avx2(const float* x, const W* w, int64_t K, float* out, Ahead& ahead) {
   const int64_t K8 = K - K % kLanes;
   // The r/c loops are unrolled so that the accumulators live in registers.
   __m256 acc[R][C];
@@ -97,6 +108,8 @@ void tile_avx2(const float* x, const W* w, int64_t K, float* out) {
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
   for (int64_t k = 0; k < K8; k += kLanes) {
+    for (int i = 0; i < ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
+      _mm_prefetch(ahead.p, _MM_HINT_T0);
     // Keep the shorter side's vectors in registers and stream the longer side's: R x C
     // accumulators + min(R, C) + 1 fit the 16 ymm registers for every tile shape.
     if constexpr (R >= C) {
@@ -199,7 +212,7 @@ inline __m512 load_pair(const c10::Half* a, const c10::Half* b) {
 
 // R rows x 2P columns; out as tile_avx2's (row-major R x 2P).
 template <int R, int P, typename W>
-void tile_avx512(const float* x, const W* w, int64_t K, float* out) {
+void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead) {
   const int64_t K8 = K - K % kLanes;
   __m512 acc[R][P];
 #pragma GCC unroll 8
@@ -207,6 +220,8 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out) {
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K8; k += kLanes) {
+    for (int i = 0; i < ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
+      _mm_prefetch(ahead.p, _MM_HINT_T0);
     __m512 wv[P];
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) wv[p] = load_pair(w + (2 * p) * K + k, w + (2 * p + 1) * K + k);
@@ -281,6 +296,8 @@ bool cpu_has_avx2_fma() {
 }
 #endif
 
+std::atomic<bool> g_prefetch{true};
+
 // y[:, o0:o1) for all N rows. Rows are taken in blocks whose x slice stays in the L2
 // cache while every column tile of the range passes over it; within a block, groups of
 // the ISA's tile rows, then the last rows with wider tiles. Every element is computed by
@@ -301,18 +318,33 @@ void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y,
         y[(r + i) * O + o + j] = static_cast<T>(s);
       }
   };
+  // The next `cols` columns after o (within [o0, o1)) as the prefetch target of a tile
+  // of `cw` columns at o; none when `first` is false (a later row group finds the
+  // columns in the cache already).
+  const bool prefetch = g_prefetch.load(std::memory_order_relaxed);
+  auto ahead_of = [&](int64_t o, int cw, bool first) {
+    Ahead a;
+    if (!first || !prefetch) return a;
+    const int64_t next = o + cw, end = std::min(o1, next + cw);
+    if (next >= end) return a;
+    a.p = reinterpret_cast<const char*>(w + next * K);
+    a.end = reinterpret_cast<const char*>(w + end * K);
+    a.per_step = static_cast<int>((cw * static_cast<int64_t>(sizeof(T)) + 7) / 8);
+    return a;
+  };
   // Rows [r, r + rr) x columns [oa, ob) with the portable or AVX2 tiles (rr <= kTileRows
   // per tile).
-  auto narrow_tiles = [&](int64_t r, int64_t rr_all, int64_t oa, int64_t ob) {
+  auto narrow_tiles = [&](int64_t r, int64_t rr_all, int64_t oa, int64_t ob, bool first) {
     for (int64_t r2 = r; r2 < r + rr_all; r2 += kTileRows) {
       const int rr = static_cast<int>(std::min<int64_t>(kTileRows, r + rr_all - r2));
       const int cw = cols_for(rr);
       for (int64_t o = oa; o < ob; o += cw) {
         const int cc = static_cast<int>(std::min<int64_t>(cw, ob - o));
 #if AGENTR1_ROW_LINEAR_AVX2
-        if (isa != RowLinearIsa::kPortable)
-          avx2_tile<T>(rr, cc)(x + r2 * K, w + o * K, K, tile);
-        else
+        if (isa != RowLinearIsa::kPortable) {
+          Ahead a = ahead_of(o, cc, first && r2 == r);
+          avx2_tile<T>(rr, cc)(x + r2 * K, w + o * K, K, tile, a);
+        } else
 #endif
           tile_portable(x + r2 * K, w + o * K, K, tile, rr, cc);
         store(r2, rr, o, cc);
@@ -323,18 +355,25 @@ void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y,
     const int64_t r1 = std::min(N, r0 + row_block);
 #if AGENTR1_ROW_LINEAR_AVX2
     if (isa == RowLinearIsa::kAvx512) {
-      // Groups of 8 rows, then one group of the last 1-7: each group walks the column
-      // range once; columns short of a whole tile go to the AVX2 tiles.
-      for (int64_t r = r0; r < r1; r += kTileRows512) {
-        const int rr = static_cast<int>(std::min<int64_t>(kTileRows512, r1 - r));
-        const int cw = 2 * pairs_for(rr);
-        const TileFn<T> fn = avx512_tile<T>(rr);
-        int64_t o = o0;
-        for (; o + cw <= o1; o += cw) {
-          fn(x + r * K, w + o * K, K, tile);
-          store(r, rr, o, cw);
+      // Column chunks of kColUnit (a multiple of every tile width; its weights stay in
+      // the L2 cache), and within a chunk groups of 8 rows, then the last 1-7: weights
+      // come from memory once per call whatever the rows. Columns short of a whole tile
+      // go to the AVX2 tiles.
+      for (int64_t c0 = o0; c0 < o1; c0 += kColUnit) {
+        const int64_t c1 = std::min(o1, c0 + kColUnit);
+        for (int64_t r = r0; r < r1; r += kTileRows512) {
+          const int rr = static_cast<int>(std::min<int64_t>(kTileRows512, r1 - r));
+          const int cw = 2 * pairs_for(rr);
+          const TileFn<T> fn = avx512_tile<T>(rr);
+          const bool first = r == r0;
+          int64_t o = c0;
+          for (; o + cw <= c1; o += cw) {
+            Ahead a = ahead_of(o, cw, first);
+            fn(x + r * K, w + o * K, K, tile, a);
+            store(r, rr, o, cw);
+          }
+          if (o < c1) narrow_tiles(r, rr, o, c1, first);
         }
-        if (o < o1) narrow_tiles(r, rr, o, o1);
       }
       continue;
     }
@@ -344,9 +383,9 @@ void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y,
     const int cw = cols_for(kTileRows);
     for (int64_t o = o0; o < o1; o += cw) {
       const int64_t oe = std::min(o1, o + cw);
-      for (int64_t r = r0; r < full; r += kTileRows) narrow_tiles(r, kTileRows, o, oe);
+      for (int64_t r = r0; r < full; r += kTileRows) narrow_tiles(r, kTileRows, o, oe, r == r0);
     }
-    if (full < r1) narrow_tiles(full, r1 - full, o0, o1);
+    if (full < r1) narrow_tiles(full, r1 - full, o0, o1, full == r0);
   }
 }
 
@@ -460,6 +499,8 @@ const char* row_linear_isa_name(RowLinearIsa isa) {
   }
   return "?";
 }
+
+void set_row_linear_prefetch(bool on) { g_prefetch.store(on, std::memory_order_relaxed); }
 
 void force_row_linear_isa(std::optional<RowLinearIsa> isa) {
   if (isa)

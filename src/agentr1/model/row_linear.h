@@ -13,9 +13,14 @@
 //   with fused multiply-adds (lane u takes k = u, u+8, ... below K8 = K - K % 8, in
 //   order), the lanes summed as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), then k = K8..K-1
 //   fused in order, then the bias added; rounded once to the storage type.
-// The AVX2+FMA kernel and the portable one compute exactly these operations, so the
-// result is the same bit for bit for any N, any other rows, any thread count and on any
-// x86-64 CPU. Work is split by output columns: one element is never split.
+// The AVX-512, AVX2+FMA and portable kernels compute exactly these operations (AVX-512
+// holds two columns' 8 lanes in one register), so the result is the same bit for bit
+// for any N, any other rows, any thread count, whichever kernel the CPU runs. Work is
+// split by output columns: one element is never split. For decoding (1-16 rows) a tile
+// holds up to 8 rows (AVX-512) or 4 (AVX2) and column chunks stay in the cache across
+// row groups, so each weight comes from memory once per call, and the next tile's
+// weights are prefetched while a tile computes (bench/decode_bench: fractions of the
+// memory-bandwidth bound).
 // Cost (bench/batch_invariant_bench, bench/README.md): on 2 AMD EPYC cores the AVX2
 // kernel matches OpenBLAS's sgemm at 64 rows of a 0.6B model's shapes and beats its gemv
 // on one row; on a 4M model's narrow layers (K = 256) it is ~1.3x slower than sgemm at
@@ -51,6 +56,9 @@ const char* row_linear_isa_name(RowLinearIsa isa);
 // Tests and benches: run every later call on `isa` (Error if the CPU lacks it), or back
 // to the default with nullopt. Process-wide.
 void force_row_linear_isa(std::optional<RowLinearIsa> isa);
+// Benches: the software prefetch of the next tile's weights on (the default) or off.
+// Hints only: the results are the same bits either way.
+void set_row_linear_prefetch(bool on);
 
 // The same contract computed by the portable code only (no vector unit, one thread):
 // tests compare the dispatched kernel with it bit for bit.
