@@ -284,10 +284,16 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
   // staged snapshot of them on the way in) beside the validation engine over the policy.
   const bool local = !cfg.rollout.remote_engine();
   const bool async = local && cfg.rollout.asynchronous();
-  p.engines = local ? (async ? 2 : 1) : 0;
-  if (async) {
-    add("rollout copy", "weights", weights, "rollout.max_staleness=0 (synchronous)");
-    add("rollout copy", "staged weights", weights, "rollout.max_staleness=0 (synchronous)");
+  // rollout.dtype other than the model's: a converted copy (synchronous too), staged
+  // through an fp32 snapshot of the policy's weights.
+  const bool converted = local && !cfg.rollout.dtype.empty() && cfg.rollout.dtype != cfg.model.dtype;
+  const int64_t copy_weights =
+      converted ? weights / e * dtype_bytes(cfg.rollout.dtype) : weights;
+  p.engines = local ? (async || converted ? 2 : 1) : 0;
+  if (async || converted) {
+    const char* fix = async ? "rollout.max_staleness=0 (synchronous)" : "rollout.dtype= (the model's)";
+    add("rollout copy", "weights", copy_weights, fix);
+    add("rollout copy", "staged weights", weights, fix);
   }
   // The learner's largest micro-batch. Its rows are at most one turn's prompt plus that
   // turn's response (merged turns extend a prompt that is itself capped).

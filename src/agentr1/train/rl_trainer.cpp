@@ -184,6 +184,9 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   // Rollouts: a scheduler (sync | async) over a backend (the in-process engine, a copy of
   // it, or the remote servers; train/rollout/rollout_backend.h).
   std::unique_ptr<RolloutBackend> backend;
+  std::optional<at::ScalarType> rollout_dtype;
+  if (!c.rollout.dtype.empty() && model::parse_dtype(c.rollout.dtype) != dtype)
+    rollout_dtype = model::parse_dtype(c.rollout.dtype);
   if (remote) {
     const std::string wdir = c.rollout.remote.weights_dir.empty() ? run_dir_->file("remote_weights")
                                                                   : c.rollout.remote.weights_dir;
@@ -197,7 +200,13 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
     rollout::EngineOptions aeo = eo;
     aeo.threads = c.rollout.engine_threads;
     aeo.nice = c.rollout.engine_nice;
-    backend = std::make_unique<EngineCopyBackend>(policy_, aeo);
+    backend = std::make_unique<EngineCopyBackend>(policy_, aeo, rollout_dtype);
+  } else if (rollout_dtype) {
+    // rollout.dtype differs from the learner's: rollouts on a converted copy, updated
+    // every step; validation stays on engine_ (the learner's weights as they are).
+    AGENTR1_LOG(INFO) << "rollout engine: a " << c.rollout.dtype << " copy of the " << c.model.dtype
+                      << " policy (validation uses the policy's own weights)";
+    backend = std::make_unique<EngineCopyBackend>(policy_, eo, rollout_dtype);
   } else {
     backend = std::make_unique<SharedEngineBackend>(*engine_);
   }
@@ -214,7 +223,9 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
                                                     *prompts_, *drivers_, ao);
   } else {
     backend_ = std::move(backend);
-    auto sync = std::make_unique<SyncRolloutSource>(*backend_, ctx_, c.rollout.flow, c.rollout.n,
+    flow::FlowContext rctx = ctx_;
+    rctx.generator = &backend_->generator();  // engine_ itself, or the converted copy's engine
+    auto sync = std::make_unique<SyncRolloutSource>(*backend_, rctx, c.rollout.flow, c.rollout.n,
                                                     static_cast<uint64_t>(c.trainer.seed), *prompts_, *drivers_);
     sync->set_process_group(pg_.get());
     rollout_ = std::move(sync);
@@ -232,6 +243,13 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   }
   ActorOptions ao = c.actor;
   ao.temperature = c.rollout.flow.sampling.temperature;  // score what the sampler drew from
+  if (rollout_dtype && ao.use_rollout_logprobs) {
+    // The engine's log-probs are the bf16 copy's, not the learner's: pi_old is scored by
+    // the learner (as verl recomputes old_log_prob), so the ratio starts at 1.
+    AGENTR1_LOG(INFO) << "rollout.dtype=" << c.rollout.dtype << " under model.dtype=" << c.model.dtype
+                      << ": old log-probs come from a scoring pass (actor.use_rollout_logprobs off)";
+    ao.use_rollout_logprobs = false;
+  }
   learner_ = std::make_unique<Learner>(policy_, reference, std::move(critic), ao, device_);
   learner_->set_process_group(pg_.get());
   logger_ = std::make_unique<StepLogger>(*run_dir_, *tokenizer_, c.trainer.dump_trajectories, c.trainer.progress);

@@ -28,6 +28,11 @@ void DataOptions::validate() const {
 
 void RolloutConfig::validate() const {
   AGENTR1_CHECK(n >= 1, "rollout.n must be >= 1, got " << n);
+  AGENTR1_CHECK(dtype.empty() || dtype == "fp32" || dtype == "bf16",
+                "rollout.dtype must be empty (= model.dtype), fp32 or bf16, got '" << dtype << "'");
+  AGENTR1_CHECK(dtype.empty() || !remote_engine(),
+                "rollout.dtype=" << dtype << " sets the in-process engine's weights; with rollout.engine=remote the "
+                "servers load the weights in their own dtype. HINT: drop rollout.dtype");
   AGENTR1_CHECK(max_batch >= 1, "rollout.max_batch must be >= 1, got " << max_batch);
   AGENTR1_CHECK(kv_block_size >= 1, "rollout.kv_block_size must be >= 1, got " << kv_block_size);
   const int per_seq = (flow.max_prompt_tokens + flow.max_new_tokens + kv_block_size - 1) / kv_block_size;

@@ -108,6 +108,10 @@ struct RolloutConfig {
                                   // its own version); false = one version per trajectory
   bool prefer_fresh = false;      // async: take the freshest eligible groups first (the older
                                   // ones may then be dropped); default oldest first
+  std::string dtype;              // the in-process engine's weights: "" = model.dtype; bf16 with
+                                  // model.dtype=fp32 = an fp32 learner and a bf16 engine copy
+                                  // (half the bytes read per decoded token; old log-probs then
+                                  // come from the learner's scoring pass)
   int engine_threads = 0;         // async: compute threads of the rollout engine; 0 = trainer.threads
   int engine_nice = 10;           // async: the rollout engine's threads run at this lower
                                   // priority (0..19; 0 = unchanged), so the learner keeps the
@@ -142,6 +146,9 @@ struct RolloutConfig {
     v.field("async", async, "use the asynchronous rollout source even at max_staleness 0");
     v.field("partial_rollout", partial_rollout, "async: trajectories may span weight updates (per-step versions)");
     v.field("prefer_fresh", prefer_fresh, "async: consume the freshest groups first (older ones may be dropped)");
+    v.field("dtype", dtype,
+            "in-process engine weights: empty = model.dtype; fp32 | bf16 (bf16 with an fp32 model: a bf16 copy "
+            "for rollouts, the learner stays fp32 and rescores old log-probs)");
     v.field("engine_threads", engine_threads, "async: rollout engine compute threads (0 = trainer.threads)");
     v.field("engine_nice", engine_nice, "async: rollout engine threads' lower scheduling priority (0..19)");
     v.field("engine", engine, "local (in-process engine) | remote (OpenAI-compatible servers, rollout.remote.*)");

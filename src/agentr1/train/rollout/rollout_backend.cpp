@@ -82,10 +82,13 @@ void SharedEngineBackend::with_weights_exclusive(const std::function<void()>& fn
 
 // ---- EngineCopyBackend
 
-EngineCopyBackend::EngineCopyBackend(const model::Transformer& policy, rollout::EngineOptions eo) : policy_(policy) {
+EngineCopyBackend::EngineCopyBackend(const model::Transformer& policy, rollout::EngineOptions eo,
+                                     std::optional<at::ScalarType> dtype)
+    : policy_(policy) {
   const at::Tensor first = policy_->parameters().front();
+  const at::ScalarType dt = dtype.value_or(first.scalar_type());
   copy_ = model::init_random(policy_->config(), /*seed=*/0);
-  copy_->to(first.device(), first.scalar_type());
+  copy_->to(first.device(), dt);
   if (const model::LoraOptions* lora = policy_->lora()) {
     // The base never changes under LoRA: the copy shares the policy's base tensors
     // (its own are released) and owns only adapters, updated version by version.
@@ -95,7 +98,8 @@ EngineCopyBackend::EngineCopyBackend(const model::Transformer& policy, rollout::
       if (kv.value().requires_grad()) continue;  // an adapter
       at::Tensor* t = mine.find(kv.key());
       AGENTR1_CHECK(t != nullptr, "engine copy: no parameter '" << kv.key() << "'");
-      t->set_data(kv.value());
+      // Shared when the dtypes agree; else converted once (the base never changes).
+      t->set_data(kv.value().scalar_type() == dt ? kv.value() : kv.value().to(dt));
     }
     copy_->add_lora(*lora, /*seed=*/0);
   }

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,8 +119,10 @@ class SharedEngineBackend : public RolloutBackend {
 // An in-process engine over its own copy of the learner's weights.
 class EngineCopyBackend : public RolloutBackend {
  public:
-  // policy: the learner's module (read by stage()); the copy has its dtype and device.
-  EngineCopyBackend(const model::Transformer& policy, rollout::EngineOptions eo);
+  // policy: the learner's module (read by stage()); the copy has its device and `dtype`
+  // (unset: the policy's; bf16 under an fp32 policy halves the bytes decoding reads).
+  EngineCopyBackend(const model::Transformer& policy, rollout::EngineOptions eo,
+                    std::optional<at::ScalarType> dtype = std::nullopt);
   Generator& generator() override { return *engine_; }
   std::map<std::string, double> take_metrics() override;
   StagedWeights stage(int64_t version) override;  // a snapshot of the parameters
