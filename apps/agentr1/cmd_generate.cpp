@@ -2,11 +2,16 @@
 //
 //   agentr1 generate --model models/qwen3 --prompt "2+2=" --max-new-tokens 16 --temperature 0
 //   agentr1 generate --model models/qwen3 --chat --prompt "What is 2+2?" --stop "\n\n"
+//   agentr1 generate --model m --prompt "a" --prompt "b" --temperature 0 --json   # one line each
 //
-// Prints the completion only (stdout). Generation stops at the tokenizer's eos token,
-// <|im_end|> and the model config's eos id (the stop token itself is not printed), at a
-// --stop string, or after --max-new-tokens. The finish reason and speed go to the log
-// (stderr).
+// Prints the completion only (stdout); --prompt may be repeated: the prompts are
+// generated one after another (same options), one completion per line. Generation stops
+// at the tokenizer's eos token, <|im_end|> and the model config's eos id (the stop token
+// itself is not printed), at a --stop string, or after --max-new-tokens. The finish
+// reason and speed go to the log (stderr). With --json: one line {"prompt_ids", "token_ids", "logprobs", "finish",
+// "text"} instead -- the exact ids (the stop token included when it fired) and their
+// log-probs log_softmax(logits / T) (T = 1 when greedy), for comparisons with other
+// runtimes (tests/gguf_llama_cpp_test.sh).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,7 +37,7 @@ struct GenerateOpts {
   std::string model_dir;       // HF layout: config.json + model.safetensors
   std::string tokenizer_dir;   // tokenizer.json (+ tokenizer_config.json); empty = model_dir
   std::string lora;            // PEFT adapter directory applied on the model; "" = none
-  std::string prompt;          // prompt text (raw, or the user message with --chat)
+  std::vector<std::string> prompts;  // prompt texts (raw, or the user message with --chat), in turn
   bool chat = false;           // wrap the prompt as one user message with the chat template
   bool no_thinking = false;    // --chat: render with enable_thinking=false (Qwen3: empty think block)
   int max_new_tokens = 256;    // cap on generated tokens
@@ -43,6 +48,7 @@ struct GenerateOpts {
   std::vector<std::string> stop;  // extra stop strings
   int threads = 0;             // torch threads, 0 = all cores
   std::string dtype = "fp32";  // weights / KV-cache dtype
+  bool json_out = false;       // print ids, log-probs and finish reason as one JSON line
 };
 
 int run_generate(const GenerateOpts& o) {
@@ -51,20 +57,23 @@ int run_generate(const GenerateOpts& o) {
   const std::string tok_dir = o.tokenizer_dir.empty() ? o.model_dir : o.tokenizer_dir;
   text::Tokenizer tok = with_context("loading tokenizer from " + tok_dir,
                                      [&] { return text::Tokenizer::load(tok_dir); });
-  std::string prompt_text = o.prompt;
-  if (o.chat) {
-    AGENTR1_CHECK(!tok.chat_template().empty(),
-                  "--chat: the tokenizer in " << tok_dir
-                                              << " has no chat_template (tokenizer_config.json); "
-                                                 "drop --chat or point --tokenizer at an instruct model");
-    json messages = json::array({json{{"role", "user"}, {"content", o.prompt}}});
-    text::RenderOptions ro;
-    ro.enable_thinking = !o.no_thinking;
-    prompt_text = text::ChatTemplate::from_tokenizer(tok)
-                      .render(messages, json(), /*add_generation_prompt=*/true, ro);
+  std::vector<TokenIds> prompts;
+  for (const std::string& prompt : o.prompts) {
+    std::string prompt_text = prompt;
+    if (o.chat) {
+      AGENTR1_CHECK(!tok.chat_template().empty(),
+                    "--chat: the tokenizer in " << tok_dir
+                                                << " has no chat_template (tokenizer_config.json); "
+                                                   "drop --chat or point --tokenizer at an instruct model");
+      json messages = json::array({json{{"role", "user"}, {"content", prompt}}});
+      text::RenderOptions ro;
+      ro.enable_thinking = !o.no_thinking;
+      prompt_text = text::ChatTemplate::from_tokenizer(tok)
+                        .render(messages, json(), /*add_generation_prompt=*/true, ro);
+    }
+    prompts.push_back(tok.encode(prompt_text));
+    AGENTR1_CHECK(!prompts.back().empty(), "--prompt encodes to zero tokens; give a non-empty prompt");
   }
-  const TokenIds prompt_ids = tok.encode(prompt_text);
-  AGENTR1_CHECK(!prompt_ids.empty(), "--prompt encodes to zero tokens; give a non-empty prompt");
 
   const at::ScalarType dtype = model::parse_dtype(o.dtype);
   model::Transformer m = model::load_pretrained(o.model_dir, dtype, at::Device(at::kCPU));
@@ -92,31 +101,46 @@ int run_generate(const GenerateOpts& o) {
   rollout::EngineOptions eo;
   eo.max_batch = 1;
   eo.prefix_cache = false;
-  const int64_t want = static_cast<int64_t>(prompt_ids.size()) + o.max_new_tokens;
+  size_t longest = 0;
+  for (const TokenIds& p : prompts) longest = std::max(longest, p.size());
+  const int64_t want = static_cast<int64_t>(longest) + o.max_new_tokens;
   eo.max_context = static_cast<int>(std::min<int64_t>(want, cfg.max_position_embeddings));
-  AGENTR1_CHECK(static_cast<int64_t>(prompt_ids.size()) < eo.max_context,
-                "the prompt has " << prompt_ids.size() << " tokens, at least the model's context of "
-                                  << cfg.max_position_embeddings << " tokens; shorten it");
+  AGENTR1_CHECK(static_cast<int64_t>(longest) < eo.max_context,
+                "a prompt has " << longest << " tokens, at least the model's context of "
+                                << cfg.max_position_embeddings << " tokens; shorten it");
   eo.detokenize = [tok](const TokenIds& ids) { return tok.decode(ids); };
   rollout::Engine engine(m, eo);
 
-  GenRequest req;
-  req.prompt_ids = prompt_ids;
-  req.sampling = sp;
-  const auto t0 = std::chrono::steady_clock::now();
-  GenResult r = engine.submit(std::move(req)).get();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const TokenIds& prompt_ids : prompts) {
+    GenRequest req;
+    req.prompt_ids = prompt_ids;
+    req.sampling = sp;
+    const auto t0 = std::chrono::steady_clock::now();
+    GenResult r = engine.submit(std::move(req)).get();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  TokenIds shown = r.token_ids;
-  if (r.finish == FinishReason::kStopToken && !shown.empty()) shown.pop_back();
-  const std::string out = tok.decode(shown);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
-  AGENTR1_LOG(INFO) << "generate: prompt " << prompt_ids.size() << " tokens, generated "
-                    << r.token_ids.size() << " in " << secs << " s ("
-                    << (secs > 0 ? r.token_ids.size() / secs : 0.0) << " tok/s), finish "
-                    << finish_reason_name(r.finish);
+    TokenIds shown = r.token_ids;
+    if (r.finish == FinishReason::kStopToken && !shown.empty()) shown.pop_back();
+    const std::string out = tok.decode(shown);
+    if (o.json_out) {
+      json j;
+      j["prompt_ids"] = prompt_ids;
+      j["token_ids"] = r.token_ids;
+      j["logprobs"] = r.logprobs;
+      j["finish"] = finish_reason_name(r.finish);
+      j["text"] = out;
+      const std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace);
+      std::fwrite(line.data(), 1, line.size(), stdout);
+    } else {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+    }
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    AGENTR1_LOG(INFO) << "generate: prompt " << prompt_ids.size() << " tokens, generated "
+                      << r.token_ids.size() << " in " << secs << " s ("
+                      << (secs > 0 ? r.token_ids.size() / secs : 0.0) << " tok/s), finish "
+                      << finish_reason_name(r.finish);
+  }
   return 0;
 }
 
@@ -127,7 +151,10 @@ agentr1::cli::Registrar reg("generate", "Sample a completion from a model direct
       ->required();
   app.add_option("--tokenizer", o->tokenizer_dir, "Tokenizer directory (default: the model directory)");
   app.add_option("--lora", o->lora, "LoRA adapter directory (PEFT format) applied on top of --model");
-  app.add_option("--prompt", o->prompt, "Prompt text")->required();
+  app.add_option("--prompt", o->prompts, "Prompt text (repeatable: generated in turn, one output line each)")
+      ->required()
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_flag("--chat", o->chat, "Render the prompt as one user message with the chat template");
   app.add_flag("--no-thinking", o->no_thinking,
                "--chat: render with enable_thinking=false (Qwen3 appends an empty think block; the built-in "
@@ -146,6 +173,8 @@ agentr1::cli::Registrar reg("generate", "Sample a completion from a model direct
   app.add_option("--stop", o->stop, "Stop string (repeatable)");
   app.add_option("--threads", o->threads, "Torch threads, 0 = all cores")->capture_default_str();
   app.add_option("--dtype", o->dtype, "Weights dtype: fp32 | bf16 | fp16")->capture_default_str();
+  app.add_flag("--json", o->json_out,
+               "Print one JSON line {prompt_ids, token_ids, logprobs, finish, text} instead of the text");
   return [o]() -> int { return run_generate(*o); };
 });
 
