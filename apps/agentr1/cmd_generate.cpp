@@ -153,8 +153,7 @@ agentr1::cli::Registrar reg("generate", "Sample a completion from a model direct
   app.add_option("--lora", o->lora, "LoRA adapter directory (PEFT format) applied on top of --model");
   app.add_option("--prompt", o->prompts, "Prompt text (repeatable: generated in turn, one output line each)")
       ->required()
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->allow_extra_args(false);  // one text per --prompt: an unquoted "--prompt a b" is an error
   app.add_flag("--chat", o->chat, "Render the prompt as one user message with the chat template");
   app.add_flag("--no-thinking", o->no_thinking,
                "--chat: render with enable_thinking=false (Qwen3 appends an empty think block; the built-in "
