@@ -3,7 +3,8 @@
 // weight once per step sets, for fp32 and bf16 weights, at 1..16 rows.
 //
 //   build/bench/decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16]
-//                            [--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine]
+//                            [--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products]
+//                            [--model DIR] [--prefill 512]
 //
 // 1. Bandwidth: a STREAM-style read (sum of a 1 GiB buffer, AVX2 when the CPU has it),
 //    1..--threads threads, best of --reps: the bound below is bytes / this rate.
@@ -13,9 +14,12 @@
 //    validates first (every shape's output against at::linear in fp64, relative error
 //    within 1e-4 fp32 / 1e-2 bf16; row 0 of N rows equal bit for bit to the row alone),
 //    then prints the step's time, its GB/s and the fraction of the measured bandwidth.
-// 3. Engine: rollout::Engine on a random model of that shape, --new greedy tokens per row
-//    after a 16-token prompt, at --engine-batches rows: decode tokens/s (prefill timed
-//    apart and left out), against the bound tokens/s = rows x bandwidth / weight bytes.
+// 3. Engine: rollout::Engine on a random model of that shape (or --model DIR, loaded in
+//    each dtype), --new greedy tokens per row after a 16-token prompt, at --engine-batches
+//    rows: decode tokens/s (prefill timed apart and left out), against the bound
+//    tokens/s = rows x bandwidth / weight bytes; then the prefill of one --prefill-token
+//    prompt in prompt tokens/s. Row 0's tokens must not depend on the batch (checked).
+//    bench/llama_cpp_bench.sh runs this beside llama.cpp on the same weights.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -56,12 +60,15 @@ struct Args {
   int max_new = 16;
   std::vector<int> engine_batches = {1, 8};
   bool engine = true;
+  bool products = true;
+  std::string model;   // a model directory instead of a random model of the 0.6B shape
+  int prefill = 512;   // prompt tokens of the prefill measurement (0 = skip)
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "decode_bench: %s\nusage: decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16] "
-               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine]\n",
+               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products] [--model DIR] [--prefill 512]\n",
                why);
   std::exit(2);
 }
@@ -100,6 +107,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--engine-batches") a.engine_batches = ints(k, val());
     else if (k == "--dtypes") a.dtypes = split(val());
     else if (k == "--no-engine") a.engine = false;
+    else if (k == "--no-products") a.products = false;
+    else if (k == "--model") a.model = val();
+    else if (k == "--prefill") a.prefill = std::atoi(val().c_str());
     else usage(("unknown argument " + k).c_str());
   }
   for (const auto& d : a.dtypes)
@@ -297,7 +307,7 @@ int main(int argc, char** argv) {
   for (auto i : {model::detail::RowLinearIsa::kAvx2, model::detail::RowLinearIsa::kAvx512})
     if (model::detail::row_linear_isa_supported(i)) isas.push_back(i);
   if (isas.empty()) isas.push_back(model::detail::RowLinearIsa::kPortable);
-  for (const auto& dn : a.dtypes) {
+  for (const auto& dn : a.products ? a.dtypes : std::vector<std::string>{}) {
     const at::ScalarType dt = dn == "fp32" ? at::kFloat : at::kBFloat16;
     const std::vector<at::Tensor> ws = step_weights(c, dt);
     double bytes = 0;
@@ -338,13 +348,19 @@ int main(int argc, char** argv) {
   for (const auto& dn : a.dtypes) {
     const at::ScalarType dt = dn == "fp32" ? at::kFloat : at::kBFloat16;
     torch::manual_seed(1);
-    model::Transformer m(c);
-    m->to(dt);
+    model::Transformer m{nullptr};
+    if (a.model.empty()) {
+      m = model::Transformer(c);
+      m->to(dt);
+    } else {
+      m = model::load_pretrained(a.model, dt, at::kCPU);
+    }
     m->eval();
+    const model::ModelConfig& mc = m->config();
     double bytes = 0;
     for (const auto& p : m->parameters()) bytes += static_cast<double>(p.numel() * p.element_size());
-    bytes -= static_cast<double>(c.vocab_size * c.hidden_size) * (dt == at::kFloat ? 4 : 2) *
-             (c.tie_word_embeddings ? 0 : 1);  // an untied embedding is read per token, not per row
+    bytes -= static_cast<double>(mc.vocab_size * mc.hidden_size) * (dt == at::kFloat ? 4 : 2) *
+             (mc.tie_word_embeddings ? 0 : 1);  // an untied embedding is read per token, not per row
     std::vector<GenResult> first;
     for (int b : a.engine_batches) {
       EngineRun r = engine_decode(m, b, a.max_new, a.threads, a.reps);
@@ -359,6 +375,29 @@ int main(int argc, char** argv) {
       const double bound = b * bw_here / bytes;
       std::printf("| %s | %d | %.1f | %.1f | %.0f%% |\n", dn.c_str(), b, r.decode_tok_s, bound,
                   100.0 * r.decode_tok_s / bound);
+      std::fflush(stdout);
+    }
+    if (a.prefill > 0) {
+      rollout::EngineOptions o;
+      o.max_batch = 1;
+      o.max_context = a.prefill + 8;
+      o.prefix_cache = false;
+      o.prefill_chunk = a.prefill;
+      o.threads = a.threads;
+      rollout::Engine e(m, o);
+      std::mt19937_64 g(9);
+      std::uniform_int_distribution<int> d(0, static_cast<int>(mc.vocab_size) - 1);
+      GenRequest req;
+      for (int i = 0; i < a.prefill; ++i) req.prompt_ids.push_back(d(g));
+      req.sampling.temperature = 0.0f;
+      req.sampling.max_new_tokens = 1;
+      double best = 1e30;
+      for (int rep = 0; rep < std::max(1, a.reps / 2); ++rep) {
+        const double t0 = now_s();
+        e.generate({req});
+        best = std::min(best, now_s() - t0);
+      }
+      std::printf("| %s | prefill %d | %.1f prompt tok/s | | |\n", dn.c_str(), a.prefill, a.prefill / best);
       std::fflush(stdout);
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 #include <limits>
 #include <functional>
 #include <type_traits>
@@ -63,16 +64,27 @@ void block_accumulate(const float* __restrict w, const float* __restrict v, int6
   }
 }
 
+// bf16/half keys and values: the block's rows widened to fp32 (exact) into a per-thread
+// buffer, then the same vectorised loops as fp32 (a scalar loop per element was 3x the
+// products' time in a bf16 prefill of 512 tokens).
+template <typename T>
+const float* widen_rows(const T* x, int64_t stride, int64_t n, int64_t hd) {
+  thread_local std::vector<float> buf;
+  if (static_cast<int64_t>(buf.size()) < n * hd) buf.resize(static_cast<size_t>(n * hd));
+  for (int64_t j = 0; j < n; ++j) {
+    const T* xj = x + j * stride;
+    float* o = buf.data() + j * hd;
+    for (int64_t d = 0; d < hd; ++d) o[d] = static_cast<float>(xj[d]);
+  }
+  return buf.data();
+}
+
 template <typename T>
 void block_scores_t(const float* q, const T* k, int64_t stride, int64_t n, int64_t hd, float scale, float* scores) {
   if constexpr (std::is_same_v<T, float>) {
     block_scores(q, k, stride, n, hd, scale, scores);
   } else {
-    for (int64_t j = 0; j < n; ++j) {
-      float s = 0;
-      for (int64_t d = 0; d < hd; ++d) s += q[d] * static_cast<float>(k[j * stride + d]);
-      scores[j] = s * scale;
-    }
+    block_scores(q, widen_rows(k, stride, n, hd), hd, n, hd, scale, scores);
   }
 }
 
@@ -81,8 +93,7 @@ void block_accumulate_t(const float* w, const T* v, int64_t stride, int64_t n, i
   if constexpr (std::is_same_v<T, float>) {
     block_accumulate(w, v, stride, n, hd, acc);
   } else {
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t d = 0; d < hd; ++d) acc[d] += w[j] * static_cast<float>(v[j * stride + d]);
+    block_accumulate(w, widen_rows(v, stride, n, hd), hd, n, hd, acc);
   }
 }
 
