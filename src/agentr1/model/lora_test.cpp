@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using agentr1::testing::error_of;
 using testing::random_ids;
 using testing::spicy_model;
-using testing::temp_dir;
+using testing::ScopedTempDir;
 using testing::tiny_config;
 
 constexpr double kTol = 2e-4;  // fp32 logits of order 10, summed in other orders
@@ -180,7 +180,8 @@ TEST(LoraTest, SavesPeftFormatAndLoadsItBack) {
   Transformer m = spicy_model(cfg, 3);
   m->add_lora(opts(4, 16.0, {"q_proj", "k_proj", "v_proj", "o_proj"}), 2);
   randomise_adapters(m, 6);
-  const std::string dir = temp_dir("lora_peft");
+  const ScopedTempDir tmp("lora_peft");
+  const std::string& dir = tmp.path;
   save_lora_adapter(m, dir, "/models/base");
   // adapter_config.json: PEFT's fields.
   std::ifstream cf(dir + "/adapter_config.json");
@@ -257,7 +258,8 @@ TEST(LoraTest, ModulesToSaveTrainTheEmbeddingWhileTheBaseKeepsTheOriginal) {
     EXPECT_EQ(max_abs(m->forward(ids), base->forward(ids)), 0.0);
   }
   // The file: PEFT's plain key for a saved module, and the config lists it.
-  const std::string dir = temp_dir("lora_saved");
+  const ScopedTempDir tmp("lora_saved");
+  const std::string& dir = tmp.path;
   save_lora_adapter(m, dir, "base");
   const json h = safetensors_header(dir + "/adapter_model.safetensors");
   ASSERT_TRUE(h.contains("base_model.model.model.embed_tokens.weight"));
@@ -289,7 +291,8 @@ TEST(LoraTest, SavePretrainedWritesTheMergedPlainModel) {
   Transformer m = spicy_model(cfg, 13);
   m->add_lora(opts(2, 4.0), 1);
   randomise_adapters(m, 2);
-  const std::string dir = temp_dir("lora_merged");
+  const ScopedTempDir tmp("lora_merged");
+  const std::string& dir = tmp.path;
   save_pretrained(m, dir, at::kFloat);
   const json header = safetensors_header(dir + "/model.safetensors");
   for (const auto& [k, v] : header.items()) EXPECT_EQ(k.find("lora"), std::string::npos) << k;
@@ -304,7 +307,8 @@ TEST(LoraTest, UnsupportedAdapterConfigsAreRefusedByName) {
   const ModelConfig cfg = tiny_config(Arch::kQwen3);
   Transformer m = spicy_model(cfg, 1);
   m->add_lora(opts(2, 4.0), 1);
-  const std::string dir = temp_dir("lora_bad");
+  const ScopedTempDir tmp("lora_bad");
+  const std::string& dir = tmp.path;
   save_lora_adapter(m, dir, "base");
   std::ifstream cf(dir + "/adapter_config.json");
   const json good = json::parse(cf);

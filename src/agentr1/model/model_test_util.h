@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -83,5 +84,17 @@ inline std::string temp_dir(const std::string& tag) {
   if (!mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
   return t;
 }
+
+// temp_dir removed (with what it holds) when the scope ends, however the test ends.
+struct ScopedTempDir {
+  explicit ScopedTempDir(const std::string& tag) : path(temp_dir(tag)) {}
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  const std::string path;
+};
 
 }  // namespace agentr1::model::testing
