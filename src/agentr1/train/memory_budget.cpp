@@ -335,7 +335,7 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
       const int64_t fit = left / (p.kv_block_bytes * p.engines);
       p.kv_blocks = static_cast<int>(std::min<int64_t>(p.kv_blocks_default, fit));
     }
-    add("rollout", p.engines == 2 ? "KV caches (async engine + validation engine)" : "KV cache",
+    add("rollout", p.engines == 2 ? "KV caches (rollout engine + validation engine)" : "KV cache",
         static_cast<int64_t>(std::max(p.kv_blocks, p.kv_blocks_min)) * p.kv_block_bytes * p.engines,
         "rollout.kv_blocks, rollout.max_batch, rollout.max_prompt_tokens / max_new_tokens");
   }
