@@ -97,6 +97,36 @@ inline __m256 load8(const c10::Half* p) {  // fp16 -> fp32, exact
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// The end of a register tile of R x C outputs, shared by the AVX2 and AVX-512 tiles:
+// lane_set(i) is output i's (i = r * C + c) eight fp32 lanes. sum_lanes of four lane sets
+// at once: hadd(hadd(a, b), hadd(c, d)) holds (l0+l1)+(l2+l3) of a..d in its low half and
+// (l4+l5)+(l6+l7) in its high half, and low + high is sum_lanes' last addition (each
+// addition commutes exactly). Then the k >= K8 tail fused in order, as dot_portable.
+template <int R, int C, typename W, typename LaneSet>
+inline void finish_tile(LaneSet lane_set, const float* x, const W* w, int64_t K, float* out) {
+  const int64_t K8 = K - K % kLanes;
+  constexpr int n = R * C;
+  alignas(16) float sums[((n + 3) / 4) * 4];
+#pragma GCC unroll 16
+  for (int i = 0; i < n; i += 4) {
+    const __m256 z = _mm256_setzero_ps();
+    const __m256 a = lane_set(i);
+    const __m256 b = i + 1 < n ? lane_set(i + 1) : z;
+    const __m256 c = i + 2 < n ? lane_set(i + 2) : z;
+    const __m256 d = i + 3 < n ? lane_set(i + 3) : z;
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_store_ps(sums + i, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      float s = sums[r * C + c];
+      for (int64_t k = K8; k < K; ++k) s = std::fma(x[r * K + k], widen(w[c * K + k]), s);
+      out[r * C + c] = s;
+    }
+}
+
 // R x C register tile: the same fused multiply-adds, lane by lane, as dot_portable.
 template <int R, int C, typename W>
 void tile_avx2(const float* x, const W* w, int64_t K, float* out, Ahead& ahead) {
@@ -134,29 +164,7 @@ void tile_avx2(const float* x, const W* w, int64_t K, float* out, Ahead& ahead) 
       }
     }
   }
-  // sum_lanes of four accumulators at once: hadd(hadd(a, b), hadd(c, d)) holds
-  // (l0+l1)+(l2+l3) of a..d in its low half and (l4+l5)+(l6+l7) in its high half, and
-  // low + high is sum_lanes' last addition (each addition commutes exactly).
-  constexpr int n = R * C;
-  alignas(16) float sums[((n + 3) / 4) * 4];
-#pragma GCC unroll 8
-  for (int i = 0; i < n; i += 4) {
-    const __m256 z = _mm256_setzero_ps();
-    const __m256 a = acc[i / C][i % C];
-    const __m256 b = i + 1 < n ? acc[(i + 1) / C][(i + 1) % C] : z;
-    const __m256 c = i + 2 < n ? acc[(i + 2) / C][(i + 2) % C] : z;
-    const __m256 d = i + 3 < n ? acc[(i + 3) / C][(i + 3) % C] : z;
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
-    _mm_store_ps(sums + i, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) {
-      float s = sums[r * C + c];
-      for (int64_t k = K8; k < K; ++k) s = std::fma(x[r * K + k], widen(w[c * K + k]), s);
-      out[r * C + c] = s;
-    }
+  finish_tile<R, C>([&](int i) { return acc[i / C][i % C]; }, x, w, K, out);
 }
 
 #pragma GCC pop_options
@@ -232,32 +240,13 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(xv, wv[p], acc[r][p]);
     }
   }
-  // Each accumulator is two columns' lane sets: the same hadd reduction as tile_avx2,
-  // four lane sets at a time.
-  constexpr int n = R * 2 * P;
-  alignas(16) float sums[((n + 3) / 4) * 4];
-  auto half = [&](int i) -> __m256 {  // lane set i = r * 2P + c
-    const __m512 a = acc[i / (2 * P)][(i % (2 * P)) / 2];
-    return (i % 2) == 0 ? _mm512_castps512_ps256(a) : _mm512_extractf32x8_ps(a, 1);
-  };
-#pragma GCC unroll 16
-  for (int i = 0; i < n; i += 4) {
-    const __m256 z = _mm256_setzero_ps();
-    const __m256 a = half(i);
-    const __m256 b = i + 1 < n ? half(i + 1) : z;
-    const __m256 c = i + 2 < n ? half(i + 2) : z;
-    const __m256 d = i + 3 < n ? half(i + 3) : z;
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
-    _mm_store_ps(sums + i, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int c = 0; c < 2 * P; ++c) {
-      float s = sums[r * 2 * P + c];
-      for (int64_t k = K8; k < K; ++k) s = std::fma(x[r * K + k], widen(w[c * K + k]), s);
-      out[r * 2 * P + c] = s;
-    }
+  // Each accumulator holds two columns' lane sets (r * 2P + c: register c / 2, half c % 2).
+  finish_tile<R, 2 * P>(
+      [&](int i) {
+        const __m512 a = acc[i / (2 * P)][(i % (2 * P)) / 2];
+        return (i % 2) == 0 ? _mm512_castps512_ps256(a) : _mm512_extractf32x8_ps(a, 1);
+      },
+      x, w, K, out);
 }
 
 #pragma GCC pop_options
