@@ -111,7 +111,7 @@ Engine::Engine(model::Transformer model, EngineOptions options)
   // the CPU through a SpinPool, with one OpenMP thread of its own (see engine.h).
   const int threads = options_.threads > 0 ? options_.threads : at::get_num_threads();
   threads_ = threads;
-  spin_threads_ = threads;
+  active_threads_ = threads;
   if (threads > 1 && device_.is_cpu())
     spin_ = std::make_unique<model::SpinPool>(threads, /*idle_us=*/2000, options_.nice);
   worker_ = std::thread([this, threads] {
@@ -130,15 +130,15 @@ void Engine::set_threads(int threads) {
 
 void Engine::adopt_threads() {
   const int want = threads_.load();
-  if (want == spin_threads_) return;
-  spin_threads_ = want;
+  if (want == active_threads_.load()) return;
   if (!device_.is_cpu()) {
     at::set_num_threads(want);
-    return;
+  } else {
+    spin_.reset();  // joins its helpers
+    if (want > 1) spin_ = std::make_unique<model::SpinPool>(want, /*idle_us=*/2000, options_.nice);
+    at::set_num_threads(1);  // the worker's own OpenMP count (the pool has the others)
   }
-  spin_.reset();  // joins its helpers
-  if (want > 1) spin_ = std::make_unique<model::SpinPool>(want, /*idle_us=*/2000, options_.nice);
-  at::set_num_threads(1);  // the worker's own OpenMP count (the pool has the others)
+  active_threads_ = spin_ ? spin_->threads() : want;
 }
 
 Engine::~Engine() {

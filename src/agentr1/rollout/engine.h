@@ -169,6 +169,8 @@ class Engine : public Generator {
   // calls it each step with the cores other processes leave (core/cpu_load.h).
   void set_threads(int threads);
   int threads() const { return threads_.load(); }
+  // The threads the last forward pass ran on (set_threads takes effect at the next one).
+  int active_threads() const { return active_threads_.load(); }
   int64_t policy_version() const;
   // Forgets all cached keys/values (finished sequences' blocks; running sequences stop
   // donating prefixes). Takes effect before the next admission.
@@ -203,7 +205,7 @@ class Engine : public Generator {
   // or off the CPU.
   std::unique_ptr<model::SpinPool> spin_;
   std::atomic<int> threads_{1};   // wanted by set_threads
-  int spin_threads_ = 1;          // what spin_ has (worker thread only)
+  std::atomic<int> active_threads_{1};  // what spin_ has (written by the worker only)
   void adopt_threads();           // worker: rebuild spin_ when threads_ changed
   int64_t vocab_ = 0;
   at::Device device_;

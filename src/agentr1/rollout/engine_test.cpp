@@ -497,10 +497,12 @@ TEST(Engine, SetThreadsKeepsResultsBitForBit) {
   std::vector<GenRequest> reqs;
   for (int i = 0; i < 4; ++i) reqs.push_back(request(random_prompt(g, 9 + i), 1.0f, 12, 100 + i));
   const std::vector<GenResult> ref = e.generate(reqs);
+  EXPECT_EQ(e.active_threads(), 2);
   for (int t : {1, 3, 2}) {
     e.set_threads(t);
     EXPECT_EQ(e.threads(), t);
     const std::vector<GenResult> got = e.generate(reqs);
+    EXPECT_EQ(e.active_threads(), t) << "the pass after set_threads(" << t << ") ran on another count";
     for (size_t i = 0; i < reqs.size(); ++i) {
       EXPECT_EQ(got[i].token_ids, ref[i].token_ids) << t << " threads, request " << i;
       ASSERT_EQ(got[i].logprobs.size(), ref[i].logprobs.size());

@@ -1,6 +1,11 @@
 // End-to-end: a tiny random model runs the whole RL loop (rollouts through the real
 // ToolEnv + calculator, GRPO, update, validation, checkpoints), then resumes.
 #include <gtest/gtest.h>
+#include <ATen/Parallel.h>
+#include <thread>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <signal.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -241,6 +246,57 @@ TEST(RLTrainerTest, Bf16RolloutCopyOfAnFp32Policy) {
     EXPECT_NE(std::string(e.what()).find("rollout.dtype"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("fp16"), std::string::npos) << e.what();
   }
+}
+
+// trainer.threads=0 sizes the teams to the cores other processes leave: with a process
+// spinning beside the run, a step runs on fewer threads than the machine has cores. (The
+// spinner gets at least cores / (cores + 1) of a core whatever else runs, so the others
+// use >= 0.67 cores and threads_for leaves at most cores - 1.) trainer.threads=N: no
+// adaptation, no perf/threads.
+TEST(RLTrainerTest, ThreadsFollowTheFreeCores) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (cores < 2) GTEST_SKIP() << "one core: there is no thread count to lower";
+  const int saved = at::get_num_threads();
+  at::set_num_threads(cores);  // trainer.threads=0 keeps the process's count as its maximum
+  const std::string dir = make_tiny_model_dir();
+  {
+    struct Spinner {  // a busy process, killed when the scope ends however it ends
+      pid_t pid = fork();
+      ~Spinner() {
+        if (pid > 0) {
+          kill(pid, SIGKILL);
+          waitpid(pid, nullptr, 0);
+        }
+      }
+    } spinner;
+    if (spinner.pid == 0) {
+      volatile unsigned long x = 0;
+      for (;;) x = x + 1;
+    }
+    ASSERT_GT(spinner.pid, 0);
+    json tree = tiny_run_tree(dir, {"trainer.threads=0", "trainer.total_steps=3"});
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(false).steps, 3);
+  }
+  std::vector<json> ms = step_metrics(dir + "/run");
+  ASSERT_EQ(ms.size(), 3u);
+  for (const json& m : ms) {
+    ASSERT_TRUE(m.contains("perf/threads")) << m.dump();
+    EXPECT_GE(m["perf/threads"].get<int>(), 1);
+    EXPECT_LE(m["perf/threads"].get<int>(), cores - 1) << "a busy process beside the run, yet all cores used";
+  }
+  fs::remove_all(dir);
+  at::set_num_threads(saved);
+  // A fixed count is kept and not logged.
+  const std::string dir2 = make_tiny_model_dir();
+  json fixed = tiny_run_tree(dir2, {"trainer.total_steps=1"});  // trainer.threads=1
+  {
+    RLTrainer t(load_train_config(fixed), fixed);
+    t.run(false);
+  }
+  for (const json& m : step_metrics(dir2 + "/run")) EXPECT_FALSE(m.contains("perf/threads")) << m.dump();
+  fs::remove_all(dir2);
+  at::set_num_threads(saved);
 }
 
 TEST(RLTrainerTest, CriticAndKlConfigErrorsNameTheKey) {
