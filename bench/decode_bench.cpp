@@ -304,7 +304,8 @@ int main(int argc, char** argv) {
   std::printf("| dtype | kernel | rows | weights GB | ms / step | GB/s | of bandwidth | bound tok/s | tok/s |\n");
   std::printf("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
   std::vector<model::detail::RowLinearIsa> isas;
-  for (auto i : {model::detail::RowLinearIsa::kAvx2, model::detail::RowLinearIsa::kAvx512})
+  for (auto i : {model::detail::RowLinearIsa::kAvx2, model::detail::RowLinearIsa::kAvx512,
+                 model::detail::RowLinearIsa::kAvx512Bf16})
     if (model::detail::row_linear_isa_supported(i)) isas.push_back(i);
   if (isas.empty()) isas.push_back(model::detail::RowLinearIsa::kPortable);
   for (const auto& dn : a.products ? a.dtypes : std::vector<std::string>{}) {
@@ -316,6 +317,8 @@ int main(int argc, char** argv) {
     for (int n : a.rows)
     for (auto isa : isas)
     for (bool prefetch : {true, false}) {
+      // fp32 takes the AVX-512 tiles under avx512bf16 (vdpbf16ps is for bf16 operands).
+      if (isa == model::detail::RowLinearIsa::kAvx512Bf16 && dt != at::kBFloat16) continue;
       model::detail::force_row_linear_isa(isa);
       model::detail::set_row_linear_prefetch(prefetch);
       at::Generator gen = at::detail::createCPUGenerator(3);

@@ -12,6 +12,7 @@
 #include <c10/util/Half.h>
 
 #include "agentr1/core/error.h"
+#include "agentr1/model/row_linear.h"
 
 namespace agentr1::model::detail {
 
@@ -71,10 +72,10 @@ template <typename T>
 const float* widen_rows(const T* x, int64_t stride, int64_t n, int64_t hd) {
   thread_local std::vector<float> buf;
   if (static_cast<int64_t>(buf.size()) < n * hd) buf.resize(static_cast<size_t>(n * hd));
-  for (int64_t j = 0; j < n; ++j) {
-    const T* xj = x + j * stride;
-    float* o = buf.data() + j * hd;
-    for (int64_t d = 0; d < hd; ++d) o[d] = static_cast<float>(xj[d]);
+  if (stride == hd) {
+    widen_to_float(x, buf.data(), n * hd);
+  } else {
+    for (int64_t j = 0; j < n; ++j) widen_to_float(x + j * stride, buf.data() + j * hd, hd);
   }
   return buf.data();
 }
@@ -200,6 +201,40 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
   at::Tensor out = at::empty({N, nH * hd}, q.options());
   T* op = out.data_ptr<T>();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  // bf16/half: every cache block this call reads is widened to fp32 once (exact) when the
+  // copies fit kMirrorBytes, instead of once per (token, head) that reads it (a 512-token
+  // bf16 prefill widened each block ~500 x 16 times). Otherwise per block as it is read.
+  std::vector<float> kmir, vmir;
+  std::vector<int32_t> slot;
+  if constexpr (!std::is_same_v<T, float>) {
+    constexpr int64_t kMirrorBytes = int64_t{64} << 20;
+    const int64_t block_elems = bs * pos_stride;
+    slot.assign(static_cast<size_t>(k_cache.size(0)), -1);
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < N; ++i) {
+      const std::vector<int32_t>& table = *L.blocks[L.row[i]];
+      for (int64_t b = 0; b * bs <= L.pos[i]; ++b)
+        if (slot[static_cast<size_t>(table[b])] < 0) {
+          slot[static_cast<size_t>(table[b])] = static_cast<int32_t>(ids.size());
+          ids.push_back(table[b]);
+        }
+    }
+    const int64_t n_ids = static_cast<int64_t>(ids.size());
+    if (2 * n_ids * block_elems * static_cast<int64_t>(sizeof(float)) <= kMirrorBytes) {
+      kmir.resize(static_cast<size_t>(n_ids * block_elems));
+      vmir.resize(static_cast<size_t>(n_ids * block_elems));
+      par_for(pool, n_ids, std::max<int64_t>(1, (1 << 16) / block_elems), [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) {
+          const int64_t src = static_cast<int64_t>(ids[static_cast<size_t>(j)]) * block_elems;
+          widen_to_float(kc + src, kmir.data() + j * block_elems, block_elems);
+          widen_to_float(vc + src, vmir.data() + j * block_elems, block_elems);
+        }
+      });
+    } else {
+      slot.clear();
+    }
+  }
+  const bool mirrored = !kmir.empty();
   const int64_t avg_keys = std::max<int64_t>(1, L.total_keys / std::max<int64_t>(1, N));
   const int64_t grain = std::max<int64_t>(1, (1 << 17) / (avg_keys * hd));
   par_for(pool, N * nH, grain, [&](int64_t w0, int64_t w1) {
@@ -214,7 +249,12 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
       for (int64_t b = 0; b * bs < n_keys; ++b) {
         const int64_t n = std::min(bs, n_keys - b * bs);
         const int64_t base = static_cast<int64_t>(table[b]) * bs * pos_stride + g * hd;
-        block_scores_t<T>(qh, kc + base, pos_stride, n, hd, scale, sc.data());
+        const int64_t mbase =
+            mirrored ? static_cast<int64_t>(slot[static_cast<size_t>(table[b])]) * bs * pos_stride + g * hd : 0;
+        if (mirrored)
+          block_scores(qh, kmir.data() + mbase, pos_stride, n, hd, scale, sc.data());
+        else
+          block_scores_t<T>(qh, kc + base, pos_stride, n, hd, scale, sc.data());
         float bm = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < n; ++j) bm = std::max(bm, sc[j]);
         if (bm > m) {
@@ -227,7 +267,10 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
           sc[j] = std::exp(sc[j] - m);
           l += sc[j];
         }
-        block_accumulate_t<T>(sc.data(), vc + base, pos_stride, n, hd, acc.data());
+        if (mirrored)
+          block_accumulate(sc.data(), vmir.data() + mbase, pos_stride, n, hd, acc.data());
+        else
+          block_accumulate_t<T>(sc.data(), vc + base, pos_stride, n, hd, acc.data());
       }
       const float inv = 1.0f / l;
       for (int64_t d = 0; d < hd; ++d) op[(i * nH + h) * hd + d] = static_cast<T>(acc[d] * inv);

@@ -97,6 +97,17 @@ inline __m256 load8(const c10::Half* p) {  // fp16 -> fp32, exact
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+void widen_avx2(const c10::BFloat16* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8(src + i));
+  for (; i < n; ++i) dst[i] = widen(src[i]);
+}
+void widen_avx2(const c10::Half* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8(src + i));
+  for (; i < n; ++i) dst[i] = widen(src[i]);
+}
+
 // The end of a register tile of R x C outputs, shared by the AVX2 and AVX-512 tiles:
 // lane_set(i) is output i's (i = r * C + c) eight fp32 lanes. sum_lanes of four lane sets
 // at once: hadd(hadd(a, b), hadd(c, d)) holds (l0+l1)+(l2+l3) of a..d in its low half and
@@ -271,8 +282,124 @@ bool cpu_has_avx512() {
   return has;
 }
 
+// AVX-512 BF16 tiles (bf16 x and w only): vdpbf16ps computes, per fp32 lane j,
+// acc = fma(a[2j+1], b[2j+1], acc) then acc = fma(a[2j], b[2j], acc) (the products of
+// two bf16 are exact in fp32; RNE), i.e. two of the contract's steps when lane u of a
+// column holds w[k+u] in its high half and w[k+8+u] in its low half. The weights are
+// interleaved so in registers (one vpermw per column pair and 16 k), x once per call
+// (x_dp below), and a last lone step of 8 puts zeros in the low halves (acc + 0 * 0 =
+// acc: an accumulator that starts at +0 is never -0). So these tiles compute the
+// contract's bits, with one difference the instruction imposes: denormal inputs and
+// results (|v| < 2^-126) are flushed to zero. The ISA runs every bf16 product on such a
+// CPU (one row too), so a row's bits never depend on its batch there either.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx512bf16,avx2,fma,f16c")
+
+// Word index of the interleave within each 256-bit half: dword u = (low: k+8+u, high: k+u).
+inline __m512i dp_interleave() {
+  alignas(64) static const uint16_t idx[32] = {8,  0,  9,  1,  10, 2,  11, 3,  12, 4,  13, 5,  14, 6,  15, 7,
+                                               24, 16, 25, 17, 26, 18, 27, 19, 28, 20, 29, 21, 30, 22, 31, 23};
+  return _mm512_load_si512(idx);
+}
+
+// x [N,K] bf16 -> [N, Kp] words, Kp = K8 rounded up to 16, each 16-block interleaved as
+// the weights are, a last lone 8-step as (0, x[k+u]).
+void x_dp(const c10::BFloat16* x, int64_t N, int64_t K, uint16_t* out, int64_t Kp) {
+  const int64_t K8 = K - K % kLanes, K16 = K8 - K8 % 16;
+  const __m512i idx = dp_interleave();
+  for (int64_t r = 0; r < N; ++r) {
+    const uint16_t* xr = reinterpret_cast<const uint16_t*>(x + r * K);
+    uint16_t* o = out + r * Kp;
+    int64_t k = 0;
+    for (; k + 32 <= K16; k += 32)
+      _mm512_storeu_si512(o + k, _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(xr + k)));
+    for (; k < K16; k += 16)
+      for (int u = 0; u < 8; ++u) {
+        o[k + 2 * u] = xr[k + 8 + u];
+        o[k + 2 * u + 1] = xr[k + u];
+      }
+    if (K8 > K16)
+      for (int u = 0; u < 8; ++u) {
+        o[K16 + 2 * u] = 0;
+        o[K16 + 2 * u + 1] = xr[K16 + u];
+      }
+  }
+}
+
+// R rows x 2P columns of bf16 weights; xq: x_dp's rows (stride Kp); x: the fp32 rows for
+// finish_tile's k >= K8 tail; out as tile_avx512's.
+template <int R, int P>
+void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16* w, int64_t K, float* out,
+             Ahead& ahead) {
+  const int64_t K8 = K - K % kLanes, K16 = K8 - K8 % 16;
+  const __m512i idx = dp_interleave();
+  const uint16_t* wq = reinterpret_cast<const uint16_t*>(w);
+  __m512 acc[R][P];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K16; k += 16) {
+    for (int i = 0; i < 2 * ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
+      _mm_prefetch(ahead.p, _MM_HINT_T0);
+    __m512i wv[P];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      const __m512i raw = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + (2 * p) * K + k))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + (2 * p + 1) * K + k)), 1);
+      wv[p] = _mm512_permutexvar_epi16(idx, raw);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * Kp + k)));
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], (__m512bh)xv, (__m512bh)wv[p]);
+    }
+  }
+  if (K8 > K16) {  // one lone step of 8: (0, w[k+u]) is the bf16 widened to fp32's bits
+    __m512i wv[P];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) wv[p] = _mm512_castps_si512(load_pair(w + (2 * p) * K + K16, w + (2 * p + 1) * K + K16));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * Kp + K16)));
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], (__m512bh)xv, (__m512bh)wv[p]);
+    }
+  }
+  finish_tile<R, 2 * P>(
+      [&](int i) {
+        const __m512 a = acc[i / (2 * P)][(i % (2 * P)) / 2];
+        return (i % 2) == 0 ? _mm512_castps512_ps256(a) : _mm512_extractf32x8_ps(a, 1);
+      },
+      x, w, K, out);
+}
+
+#pragma GCC pop_options
+
+// One row streams the weights faster through 8 columns than 16 (as the AVX2 1x8 tile).
+constexpr int dp_pairs_for(int rows) { return rows == 1 ? 4 : pairs_for(rows); }
+
+using DpTileFn = void (*)(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16* w, int64_t K,
+                          float* out, Ahead& ahead);
+
+DpTileFn dp_tile(int rr) {
+  static const DpTileFn table[kTileRows512] = {tile_dp<1, dp_pairs_for(1)>, tile_dp<2, pairs_for(2)>,
+                                               tile_dp<3, pairs_for(3)>, tile_dp<4, pairs_for(4)>,
+                                               tile_dp<5, pairs_for(5)>, tile_dp<6, pairs_for(6)>,
+                                               tile_dp<7, pairs_for(7)>, tile_dp<8, pairs_for(8)>};
+  return table[rr - 1];
+}
+
+bool cpu_has_avx512_bf16() {
+  static const bool has = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
 #else
 bool cpu_has_avx512() { return false; }
+bool cpu_has_avx512_bf16() { return false; }
 bool cpu_has_avx2_fma() {
   static const bool warned = [] {
     AGENTR1_LOG(WARN) << "row_linear: built without the AVX2 kernel (not x86-64 GCC); the batch-invariant products "
@@ -293,9 +420,11 @@ std::atomic<bool> g_prefetch{true};
 // the contract's arithmetic whichever tile holds it: the choice of tiles changes speed,
 // never bits.
 //   x [N,K] fp32, w [O,K], b [O] or null, y [N,O] (row-major, contiguous)
+//   xq: x_dp's rows (stride Kp) when isa is kAvx512Bf16 and T is bfloat16, else null.
 template <typename T>
-void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y, int64_t O, int64_t o0,
-             int64_t o1, RowLinearIsa isa) {
+void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t K, const T* w, const T* b, T* y,
+             int64_t O, int64_t o0, int64_t o1, RowLinearIsa isa) {
+  using W = T;
   const int64_t row_block =
       std::max<int64_t>(kTileRows512, (int64_t{256} * 1024 / (K * 4)) / kTileRows512 * kTileRows512);
   float tile[kTileRows512 * 16];
@@ -318,7 +447,7 @@ void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y,
     if (next >= end) return a;
     a.p = reinterpret_cast<const char*>(w + next * K);
     a.end = reinterpret_cast<const char*>(w + end * K);
-    a.per_step = static_cast<int>((cw * static_cast<int64_t>(sizeof(T)) + 7) / 8);
+    a.per_step = static_cast<int>((cw * static_cast<int64_t>(sizeof(W)) + 7) / 8);
     return a;
   };
   // Rows [r, r + rr) x columns [oa, ob) with the portable or AVX2 tiles (rr <= kTileRows
@@ -332,7 +461,7 @@ void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y,
 #if AGENTR1_ROW_LINEAR_AVX2
         if (isa != RowLinearIsa::kPortable) {
           Ahead a = ahead_of(o, cc, first && r2 == r);
-          avx2_tile<T>(rr, cc)(x + r2 * K, w + o * K, K, tile, a);
+          avx2_tile<W>(rr, cc)(x + r2 * K, w + o * K, K, tile, a);
         } else
 #endif
           tile_portable(x + r2 * K, w + o * K, K, tile, rr, cc);
@@ -340,13 +469,53 @@ void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y,
       }
     }
   };
+#if AGENTR1_ROW_LINEAR_AVX2
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    if (xq != nullptr) {
+      // AVX-512 BF16: every row count (one row too) and every column through tile_dp, so
+      // that the instruction's flushing of denormals is the same whatever the batch. The
+      // last chunk's columns short of a whole tile are copied beside zero columns first.
+      thread_local std::vector<c10::BFloat16> spare;
+      for (int64_t r0 = 0; r0 < N; r0 += row_block) {
+        const int64_t r1 = std::min(N, r0 + row_block);
+        for (int64_t c0 = o0; c0 < o1; c0 += kColUnit) {
+          const int64_t c1 = std::min(o1, c0 + kColUnit);
+          for (int64_t r = r0; r < r1; r += kTileRows512) {
+            const int rr = static_cast<int>(std::min<int64_t>(kTileRows512, r1 - r));
+            const int cw = 2 * dp_pairs_for(rr);
+            const DpTileFn fn = dp_tile(rr);
+            const bool first = r == r0;
+            int64_t o = c0;
+            for (; o + cw <= c1; o += cw) {
+              Ahead a = ahead_of(o, cw, first);
+              fn(xq + r * Kp, Kp, x + r * K, w + o * K, K, tile, a);
+              store(r, rr, o, cw);
+            }
+            if (o < c1) {
+              const int cc = static_cast<int>(c1 - o);
+              spare.assign(static_cast<size_t>(cw * K), c10::BFloat16(0.0f));
+              std::copy(w + o * K, w + (o + cc) * K, spare.begin());
+              Ahead none;
+              fn(xq + r * Kp, Kp, x + r * K, spare.data(), K, tile, none);
+              // tile holds rr x cw; store() reads rr x cc row-major: compact it first.
+              for (int i = 0; i < rr; ++i)
+                for (int j = 0; j < cc; ++j) tile[i * cc + j] = tile[i * cw + j];
+              store(r, rr, o, cc);
+            }
+          }
+        }
+      }
+      return;
+    }
+  }
+#endif
   for (int64_t r0 = 0; r0 < N; r0 += row_block) {
     const int64_t r1 = std::min(N, r0 + row_block);
 #if AGENTR1_ROW_LINEAR_AVX2
     // One row (batch-1 decode) streams the weights faster through the AVX2 tile's 8
     // columns than through 16 (bench/decode_bench: 17 against 14 tokens/s in the engine,
     // fp32, 0.6B shape); the arithmetic is the same.
-    if (isa == RowLinearIsa::kAvx512 && N >= 2) {
+    if ((isa == RowLinearIsa::kAvx512 || isa == RowLinearIsa::kAvx512Bf16) && N >= 2) {
       // Column chunks of kColUnit (a multiple of every tile width; its weights stay in
       // the L2 cache), and within a chunk groups of 8 rows, then the last 1-7: weights
       // come from memory once per call whatever the rows. Columns short of a whole tile
@@ -356,7 +525,7 @@ void columns(const float* x, int64_t N, int64_t K, const T* w, const T* b, T* y,
         for (int64_t r = r0; r < r1; r += kTileRows512) {
           const int rr = static_cast<int>(std::min<int64_t>(kTileRows512, r1 - r));
           const int cw = 2 * pairs_for(rr);
-          const TileFn<T> fn = avx512_tile<T>(rr);
+          const TileFn<W> fn = avx512_tile<W>(rr);
           const bool first = r == r0;
           int64_t o = c0;
           for (; o + cw <= c1; o += cw) {
@@ -398,12 +567,26 @@ at::Tensor row_linear_impl(const at::Tensor& x, const at::Tensor& w, const at::T
     for (int64_t i = 0; i < N * K; ++i) xbuf[static_cast<size_t>(i)] = widen(xp[i]);
     xf = xbuf.data();
   }
+  // x interleaved for the AVX-512 BF16 tiles (bf16 only).
+  std::vector<uint16_t> xqbuf;
+  int64_t Kp = 0;
+#if AGENTR1_ROW_LINEAR_AVX2
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    if (isa == RowLinearIsa::kAvx512Bf16) {
+      const int64_t K8 = K - K % kLanes;
+      Kp = (K8 + 15) / 16 * 16;
+      xqbuf.resize(static_cast<size_t>(std::max<int64_t>(1, N * Kp)));
+      x_dp(xp, N, K, xqbuf.data(), Kp);
+    }
+  }
+#endif
+  const uint16_t* xq = xqbuf.empty() ? nullptr : xqbuf.data();
   const T* wp = w.data_ptr<T>();
   const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
   T* yp = y.data_ptr<T>();
   const int64_t units = (O + kColUnit - 1) / kColUnit;  // groups of whole column tiles
   auto run = [&](int64_t u0, int64_t u1) {
-    columns<T>(xf, N, K, wp, bp, yp, O, u0 * kColUnit, std::min(O, u1 * kColUnit), isa);
+    columns<T>(xf, xq, Kp, N, K, wp, bp, yp, O, u0 * kColUnit, std::min(O, u1 * kColUnit), isa);
   };
   const int64_t macs = N * K * O;
   if (!parallel || macs < kSerialMacs) {
@@ -456,6 +639,7 @@ bool row_linear_isa_supported(RowLinearIsa isa) {
     case RowLinearIsa::kPortable: return true;
     case RowLinearIsa::kAvx2: return cpu_has_avx2_fma();
     case RowLinearIsa::kAvx512: return cpu_has_avx512();
+    case RowLinearIsa::kAvx512Bf16: return cpu_has_avx512_bf16();
   }
   return false;
 }
@@ -470,15 +654,20 @@ RowLinearIsa row_linear_isa() {
       const RowLinearIsa want = v == "portable" ? RowLinearIsa::kPortable
                                 : v == "avx2"   ? RowLinearIsa::kAvx2
                                 : v == "avx512" ? RowLinearIsa::kAvx512
-                                                : throw Error("AGENTR1_ROW_LINEAR_ISA='" + v +
-                                                              "': expected portable, avx2 or avx512 (or unset for "
-                                                              "the best this CPU has)");
+                                : v == "avx512bf16"
+                                    ? RowLinearIsa::kAvx512Bf16
+                                    : throw Error("AGENTR1_ROW_LINEAR_ISA='" + v +
+                                                  "': expected portable, avx2, avx512 or avx512bf16 (or unset for "
+                                                  "the best this CPU has)");
       AGENTR1_CHECK(row_linear_isa_supported(want), "AGENTR1_ROW_LINEAR_ISA=" << v
                                                         << ": this CPU lacks it; unset the variable or pick "
                                                            "one it has (portable always works)");
       return want;
     }
-    return cpu_has_avx512() ? RowLinearIsa::kAvx512 : cpu_has_avx2_fma() ? RowLinearIsa::kAvx2 : RowLinearIsa::kPortable;
+    return cpu_has_avx512_bf16() ? RowLinearIsa::kAvx512Bf16
+           : cpu_has_avx512()    ? RowLinearIsa::kAvx512
+           : cpu_has_avx2_fma()  ? RowLinearIsa::kAvx2
+                                 : RowLinearIsa::kPortable;
   }();
   return best;
 }
@@ -488,9 +677,23 @@ const char* row_linear_isa_name(RowLinearIsa isa) {
     case RowLinearIsa::kPortable: return "portable";
     case RowLinearIsa::kAvx2: return "avx2";
     case RowLinearIsa::kAvx512: return "avx512";
+    case RowLinearIsa::kAvx512Bf16: return "avx512bf16";
   }
   return "?";
 }
+
+template <typename T>
+void widen_any(const T* src, float* dst, int64_t n) {
+#if AGENTR1_ROW_LINEAR_AVX2
+  if (cpu_has_avx2_fma()) {
+    widen_avx2(src, dst, n);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) dst[i] = widen(src[i]);
+}
+void widen_to_float(const c10::BFloat16* src, float* dst, int64_t n) { widen_any(src, dst, n); }
+void widen_to_float(const c10::Half* src, float* dst, int64_t n) { widen_any(src, dst, n); }
 
 void set_row_linear_prefetch(bool on) { g_prefetch.store(on, std::memory_order_relaxed); }
 

@@ -15,7 +15,13 @@
 //   fused in order, then the bias added; rounded once to the storage type.
 // The AVX-512, AVX2+FMA and portable kernels compute exactly these operations (AVX-512
 // holds two columns' 8 lanes in one register), so the result is the same bit for bit
-// for any N, any other rows, any thread count, whichever kernel the CPU runs. Work is
+// for any N, any other rows, any thread count, whichever kernel the CPU runs. One
+// exception, for bf16 on CPUs with AVX-512 BF16: those products use vdpbf16ps (two of the
+// contract's steps per instruction, weights and x interleaved so that the order is the
+// contract's), which flushes denormal inputs and results (|v| < 2^-126) to zero; there a
+// bf16 result can differ from another CPU's where a denormal occurs, and nowhere else,
+// and since every row count takes those tiles a row's bits still never depend on its
+// batch (AGENTR1_ROW_LINEAR_ISA=avx512 gives the other CPUs' bits). Work is
 // split by output columns: one element is never split. For decoding (1-16 rows) a tile
 // holds up to 8 rows (AVX-512) or 4 (AVX2) and column chunks stay in the cache across
 // row groups, so each weight comes from memory once per call, and the next tile's
@@ -29,6 +35,7 @@
 // warning says so once).
 #pragma once
 
+#include <algorithm>
 #include <optional>
 
 #include <ATen/ATen.h>
@@ -47,9 +54,13 @@ at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor
 // in speed only: AVX-512 puts two output columns in a register (twice the multiply-adds
 // per instruction) with up to 8 rows per tile; AVX2+FMA 3-8 columns x 1-4 rows; portable
 // is plain C++ (one lane at a time).
-enum class RowLinearIsa { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+// AVX-512 BF16 is AVX-512 plus vdpbf16ps for bf16 products (fp32 and half take the
+// AVX-512 tiles): the contract's bits, except that the instruction flushes denormal
+// inputs and results to zero (|v| < 2^-126; absent from normal activations and weights),
+// on every row count alike.
+enum class RowLinearIsa { kPortable = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
 // The one row_linear uses: forced (below), else AGENTR1_ROW_LINEAR_ISA (portable | avx2 |
-// avx512; Error if unknown or if the CPU lacks it), else the best the CPU has.
+// avx512 | avx512bf16; Error if unknown or if the CPU lacks it), else the best the CPU has.
 RowLinearIsa row_linear_isa();
 bool row_linear_isa_supported(RowLinearIsa isa);
 const char* row_linear_isa_name(RowLinearIsa isa);
@@ -59,6 +70,13 @@ void force_row_linear_isa(std::optional<RowLinearIsa> isa);
 // Benches: the software prefetch of the next tile's weights on (the default) or off.
 // Hints only: the results are the same bits either way.
 void set_row_linear_prefetch(bool on);
+
+// dst[i] = float(src[i]) for i < n: exact (bf16 moves up 16 bits; half converts), with
+// AVX2/F16C where the CPU has them. For kernels that widen a block once and then run
+// fp32 loops over it.
+void widen_to_float(const c10::BFloat16* src, float* dst, int64_t n);
+void widen_to_float(const c10::Half* src, float* dst, int64_t n);
+inline void widen_to_float(const float* src, float* dst, int64_t n) { std::copy(src, src + n, dst); }
 
 // The same contract computed by the portable code only (no vector unit, one thread):
 // tests compare the dispatched kernel with it bit for bit.

@@ -66,7 +66,8 @@ TEST_P(RowLinear, MatchesFp64Reference) {
 // test log says which were covered: a machine without AVX-512 checks only the others.
 std::vector<RowLinearIsa> supported_isas() {
   std::vector<RowLinearIsa> out;
-  for (RowLinearIsa isa : {RowLinearIsa::kPortable, RowLinearIsa::kAvx2, RowLinearIsa::kAvx512})
+  for (RowLinearIsa isa :
+       {RowLinearIsa::kPortable, RowLinearIsa::kAvx2, RowLinearIsa::kAvx512, RowLinearIsa::kAvx512Bf16})
     if (row_linear_isa_supported(isa)) out.push_back(isa);
   return out;
 }
@@ -104,7 +105,7 @@ TEST_P(RowLinear, EveryIsaEqualsPortableDefinitionBitForBit) {
 }
 
 TEST(RowLinearIsaSwitch, RefusesWhatTheCpuLacksAndNamesIt) {
-  for (RowLinearIsa isa : {RowLinearIsa::kAvx2, RowLinearIsa::kAvx512}) {
+  for (RowLinearIsa isa : {RowLinearIsa::kAvx2, RowLinearIsa::kAvx512, RowLinearIsa::kAvx512Bf16}) {
     if (row_linear_isa_supported(isa)) continue;
     try {
       force_row_linear_isa(isa);
@@ -144,6 +145,29 @@ TEST_P(RowLinear, RowIsTheSameWhateverItIsBatchedWith) {
   }
   }
   at::set_num_threads(saved);
+}
+
+// The one documented difference of the AVX-512 BF16 tiles: vdpbf16ps flushes denormal
+// inputs and results to zero, the other kernels keep them. Elsewhere (normal values, the
+// tests above) the bits are the contract's.
+TEST(RowLinearAvx512Bf16, FlushesDenormalsAsDocumented) {
+  if (!row_linear_isa_supported(RowLinearIsa::kAvx512Bf16)) {
+    std::printf("no AVX-512 BF16 on this CPU: nothing to check\n");
+    return;
+  }
+  const int64_t K = 24;  // one 16-block and a lone step of 8
+  for (int64_t at_k : {int64_t{3}, int64_t{12}, int64_t{19}}) {
+    at::Tensor x = at::zeros({1, K}, at::kBFloat16), w = at::zeros({2, K}, at::kBFloat16);
+    x[0][at_k] = std::ldexp(1.0, -130);  // a denormal bf16 input
+    w[0][at_k] = 2.0;
+    w[1][at_k] = std::ldexp(1.0, 100);  // a normal product from the denormal input
+    const at::Tensor kept = row_linear_portable(x, w, {}).to(at::kFloat);
+    EXPECT_EQ(kept[0][0].item<float>(), std::ldexp(1.0f, -129)) << "k " << at_k;  // bf16 keeps it: 2^-129
+    ForcedIsa forced(RowLinearIsa::kAvx512Bf16);
+    const at::Tensor flushed = row_linear(x, w, {}).to(at::kFloat);
+    EXPECT_EQ(flushed[0][0].item<float>(), 0.0f) << "k " << at_k;
+    EXPECT_EQ(flushed[0][1].item<float>(), 0.0f) << "k " << at_k;  // the input itself read as 0
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, RowLinear, ::testing::Values(at::kFloat, at::kBFloat16, at::kHalf),
