@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 #include <limits>
 #include <functional>
@@ -62,39 +63,6 @@ void block_accumulate(const float* __restrict w, const float* __restrict v, int6
     const float* vj = v + j * stride;
     const float wj = w[j];
     for (int64_t d = 0; d < hd; ++d) acc[d] += wj * vj[d];
-  }
-}
-
-// bf16/half keys and values: the block's rows widened to fp32 (exact) into a per-thread
-// buffer, then the same vectorised loops as fp32 (a scalar loop per element was 3x the
-// products' time in a bf16 prefill of 512 tokens).
-template <typename T>
-const float* widen_rows(const T* x, int64_t stride, int64_t n, int64_t hd) {
-  thread_local std::vector<float> buf;
-  if (static_cast<int64_t>(buf.size()) < n * hd) buf.resize(static_cast<size_t>(n * hd));
-  if (stride == hd) {
-    widen_to_float(x, buf.data(), n * hd);
-  } else {
-    for (int64_t j = 0; j < n; ++j) widen_to_float(x + j * stride, buf.data() + j * hd, hd);
-  }
-  return buf.data();
-}
-
-template <typename T>
-void block_scores_t(const float* q, const T* k, int64_t stride, int64_t n, int64_t hd, float scale, float* scores) {
-  if constexpr (std::is_same_v<T, float>) {
-    block_scores(q, k, stride, n, hd, scale, scores);
-  } else {
-    block_scores(q, widen_rows(k, stride, n, hd), hd, n, hd, scale, scores);
-  }
-}
-
-template <typename T>
-void block_accumulate_t(const float* w, const T* v, int64_t stride, int64_t n, int64_t hd, float* acc) {
-  if constexpr (std::is_same_v<T, float>) {
-    block_accumulate(w, v, stride, n, hd, acc);
-  } else {
-    block_accumulate(w, widen_rows(v, stride, n, hd), hd, n, hd, acc);
   }
 }
 
@@ -201,12 +169,14 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
   at::Tensor out = at::empty({N, nH * hd}, q.options());
   T* op = out.data_ptr<T>();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  // bf16/half: every cache block this call reads is widened to fp32 once (exact) when the
-  // copies fit kMirrorBytes, instead of once per (token, head) that reads it (a 512-token
-  // bf16 prefill widened each block ~500 x 16 times). Otherwise per block as it is read.
-  std::vector<float> kmir, vmir;
+  // bf16/half with more tokens than rows (a prefill): every cache block this call reads
+  // is widened to fp32 once (exact) when the copies fit kMirrorBytes, instead of once per
+  // (token, KV group) that reads it (a 512-token prefill: ~500 times per group).
+  // Otherwise (decoding: a row's blocks are read by that row's items only, and copying
+  // them all first measured slower) each block as an item reads it.
+  std::unique_ptr<float[]> kmir, vmir;
   std::vector<int32_t> slot;
-  if constexpr (!std::is_same_v<T, float>) {
+  if (!std::is_same_v<T, float> && N > static_cast<int64_t>(L.blocks.size())) {
     constexpr int64_t kMirrorBytes = int64_t{64} << 20;
     const int64_t block_elems = bs * pos_stride;
     slot.assign(static_cast<size_t>(k_cache.size(0)), -1);
@@ -221,59 +191,89 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
     }
     const int64_t n_ids = static_cast<int64_t>(ids.size());
     if (2 * n_ids * block_elems * static_cast<int64_t>(sizeof(float)) <= kMirrorBytes) {
-      kmir.resize(static_cast<size_t>(n_ids * block_elems));
-      vmir.resize(static_cast<size_t>(n_ids * block_elems));
+      kmir.reset(new float[static_cast<size_t>(n_ids * block_elems)]);  // uninitialised: all written
+      vmir.reset(new float[static_cast<size_t>(n_ids * block_elems)]);
       par_for(pool, n_ids, std::max<int64_t>(1, (1 << 16) / block_elems), [&](int64_t j0, int64_t j1) {
         for (int64_t j = j0; j < j1; ++j) {
           const int64_t src = static_cast<int64_t>(ids[static_cast<size_t>(j)]) * block_elems;
-          widen_to_float(kc + src, kmir.data() + j * block_elems, block_elems);
-          widen_to_float(vc + src, vmir.data() + j * block_elems, block_elems);
+          widen_to_float(kc + src, kmir.get() + j * block_elems, block_elems);
+          widen_to_float(vc + src, vmir.get() + j * block_elems, block_elems);
         }
       });
     } else {
       slot.clear();
     }
   }
-  const bool mirrored = !kmir.empty();
+  const bool mirrored = kmir != nullptr;
   const int64_t avg_keys = std::max<int64_t>(1, L.total_keys / std::max<int64_t>(1, N));
-  const int64_t grain = std::max<int64_t>(1, (1 << 17) / (avg_keys * hd));
-  par_for(pool, N * nH, grain, [&](int64_t w0, int64_t w1) {
-    std::vector<float> acc(static_cast<size_t>(hd)), sc(static_cast<size_t>(bs));
+  // Work items are (token, KV group): the group's `rep` query heads share each block, so
+  // a bf16/half block is widened once for all of them. Each head's arithmetic (its
+  // blocks in order, online softmax) is the same whatever the grouping.
+  const int64_t grain = std::max<int64_t>(1, (1 << 17) / (avg_keys * hd * rep));
+  par_for(pool, N * nKV, grain, [&](int64_t w0, int64_t w1) {
+    std::vector<float> acc(static_cast<size_t>(rep * hd)), sc(static_cast<size_t>(bs));
+    std::vector<float> m(static_cast<size_t>(rep)), l(static_cast<size_t>(rep));
+    std::vector<float> kbuf, vbuf;  // a widened block (bf16/half without the mirror)
+    if (!std::is_same_v<T, float> && !mirrored) {
+      kbuf.resize(static_cast<size_t>(bs * hd));
+      vbuf.resize(static_cast<size_t>(bs * hd));
+    }
     for (int64_t w = w0; w < w1; ++w) {
-      const int64_t i = w / nH, h = w % nH, g = h / rep;
-      const float* qh = qf.data() + (i * nH + h) * hd;
+      const int64_t i = w / nKV, g = w % nKV;
       const int64_t n_keys = L.pos[i] + 1;
       const std::vector<int32_t>& table = *L.blocks[L.row[i]];
-      float m = -std::numeric_limits<float>::infinity(), l = 0;
+      std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+      std::fill(l.begin(), l.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t b = 0; b * bs < n_keys; ++b) {
         const int64_t n = std::min(bs, n_keys - b * bs);
-        const int64_t base = static_cast<int64_t>(table[b]) * bs * pos_stride + g * hd;
-        const int64_t mbase =
-            mirrored ? static_cast<int64_t>(slot[static_cast<size_t>(table[b])]) * bs * pos_stride + g * hd : 0;
-        if (mirrored)
-          block_scores(qh, kmir.data() + mbase, pos_stride, n, hd, scale, sc.data());
-        else
-          block_scores_t<T>(qh, kc + base, pos_stride, n, hd, scale, sc.data());
-        float bm = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n; ++j) bm = std::max(bm, sc[j]);
-        if (bm > m) {
-          const float f = std::exp(m - bm);  // 0 on the first block (m = -inf)
-          l *= f;
-          for (int64_t d = 0; d < hd; ++d) acc[d] *= f;
-          m = bm;
+        const float* kb;
+        const float* vb;
+        int64_t stride = pos_stride;
+        if (mirrored) {
+          const int64_t mbase = static_cast<int64_t>(slot[static_cast<size_t>(table[b])]) * bs * pos_stride + g * hd;
+          kb = kmir.get() + mbase;
+          vb = vmir.get() + mbase;
+        } else {
+          const int64_t base = static_cast<int64_t>(table[b]) * bs * pos_stride + g * hd;
+          if constexpr (std::is_same_v<T, float>) {
+            kb = kc + base;
+            vb = vc + base;
+          } else {
+            for (int64_t j = 0; j < n; ++j) {
+              widen_to_float(kc + base + j * pos_stride, kbuf.data() + j * hd, hd);
+              widen_to_float(vc + base + j * pos_stride, vbuf.data() + j * hd, hd);
+            }
+            kb = kbuf.data();
+            vb = vbuf.data();
+            stride = hd;
+          }
         }
-        for (int64_t j = 0; j < n; ++j) {
-          sc[j] = std::exp(sc[j] - m);
-          l += sc[j];
+        for (int64_t hh = 0; hh < rep; ++hh) {
+          const int64_t h = g * rep + hh;
+          const float* qh = qf.data() + (i * nH + h) * hd;
+          float* ah = acc.data() + hh * hd;
+          block_scores(qh, kb, stride, n, hd, scale, sc.data());
+          float bm = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < n; ++j) bm = std::max(bm, sc[j]);
+          if (bm > m[hh]) {
+            const float f = std::exp(m[hh] - bm);  // 0 on the first block (m = -inf)
+            l[hh] *= f;
+            for (int64_t d = 0; d < hd; ++d) ah[d] *= f;
+            m[hh] = bm;
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            sc[j] = std::exp(sc[j] - m[hh]);
+            l[hh] += sc[j];
+          }
+          block_accumulate(sc.data(), vb, stride, n, hd, ah);
         }
-        if (mirrored)
-          block_accumulate(sc.data(), vmir.data() + mbase, pos_stride, n, hd, acc.data());
-        else
-          block_accumulate_t<T>(sc.data(), vc + base, pos_stride, n, hd, acc.data());
       }
-      const float inv = 1.0f / l;
-      for (int64_t d = 0; d < hd; ++d) op[(i * nH + h) * hd + d] = static_cast<T>(acc[d] * inv);
+      for (int64_t hh = 0; hh < rep; ++hh) {
+        const int64_t h = g * rep + hh;
+        const float inv = 1.0f / l[hh];
+        for (int64_t d = 0; d < hd; ++d) op[(i * nH + h) * hd + d] = static_cast<T>(acc[hh * hd + d] * inv);
+      }
     }
   });
   return out;
