@@ -229,6 +229,18 @@ inline __m512 load_pair(const c10::Half* a, const c10::Half* b) {
   return _mm512_cvtph_ps(h);
 }
 
+// finish_tile for R x P registers that each hold two columns' lane sets (output
+// r * 2P + c: register c / 2, half c % 2): the AVX-512 and AVX-512 BF16 tiles.
+template <int R, int P, typename W>
+inline void finish_pair_tile(const __m512 (&acc)[R][P], const float* x, const W* w, int64_t K, float* out) {
+  finish_tile<R, 2 * P>(
+      [&](int i) {
+        const __m512 a = acc[i / (2 * P)][(i % (2 * P)) / 2];
+        return (i % 2) == 0 ? _mm512_castps512_ps256(a) : _mm512_extractf32x8_ps(a, 1);
+      },
+      x, w, K, out);
+}
+
 // R rows x 2P columns; out as tile_avx2's (row-major R x 2P).
 template <int R, int P, typename W>
 void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead) {
@@ -251,13 +263,7 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(xv, wv[p], acc[r][p]);
     }
   }
-  // Each accumulator holds two columns' lane sets (r * 2P + c: register c / 2, half c % 2).
-  finish_tile<R, 2 * P>(
-      [&](int i) {
-        const __m512 a = acc[i / (2 * P)][(i % (2 * P)) / 2];
-        return (i % 2) == 0 ? _mm512_castps512_ps256(a) : _mm512_extractf32x8_ps(a, 1);
-      },
-      x, w, K, out);
+  finish_pair_tile<R, P>(acc, x, w, K, out);
 }
 
 #pragma GCC pop_options
@@ -339,10 +345,19 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+  // acc[r][p] += the two steps at k of row r and column pair p (wv: the pairs' weights).
+  auto step = [&](const __m512i (&wv)[P], int64_t k) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * Kp + k)));
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], (__m512bh)xv, (__m512bh)wv[p]);
+    }
+  };
+  __m512i wv[P];
   for (int64_t k = 0; k < K16; k += 16) {
     for (int i = 0; i < 2 * ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
       _mm_prefetch(ahead.p, _MM_HINT_T0);
-    __m512i wv[P];
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
       const __m512i raw = _mm512_inserti64x4(
@@ -350,30 +365,14 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + (2 * p + 1) * K + k)), 1);
       wv[p] = _mm512_permutexvar_epi16(idx, raw);
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * Kp + k)));
-#pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], (__m512bh)xv, (__m512bh)wv[p]);
-    }
+    step(wv, k);
   }
   if (K8 > K16) {  // one lone step of 8: (0, w[k+u]) is the bf16 widened to fp32's bits
-    __m512i wv[P];
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) wv[p] = _mm512_castps_si512(load_pair(w + (2 * p) * K + K16, w + (2 * p + 1) * K + K16));
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * Kp + K16)));
-#pragma GCC unroll 8
-      for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], (__m512bh)xv, (__m512bh)wv[p]);
-    }
+    step(wv, K16);
   }
-  finish_tile<R, 2 * P>(
-      [&](int i) {
-        const __m512 a = acc[i / (2 * P)][(i % (2 * P)) / 2];
-        return (i % 2) == 0 ? _mm512_castps512_ps256(a) : _mm512_extractf32x8_ps(a, 1);
-      },
-      x, w, K, out);
+  finish_pair_tile<R, P>(acc, x, w, K, out);
 }
 
 #pragma GCC pop_options
@@ -424,7 +423,6 @@ std::atomic<bool> g_prefetch{true};
 template <typename T>
 void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t K, const T* w, const T* b, T* y,
              int64_t O, int64_t o0, int64_t o1, RowLinearIsa isa) {
-  using W = T;
   const int64_t row_block =
       std::max<int64_t>(kTileRows512, (int64_t{256} * 1024 / (K * 4)) / kTileRows512 * kTileRows512);
   float tile[kTileRows512 * 16];
@@ -447,7 +445,7 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
     if (next >= end) return a;
     a.p = reinterpret_cast<const char*>(w + next * K);
     a.end = reinterpret_cast<const char*>(w + end * K);
-    a.per_step = static_cast<int>((cw * static_cast<int64_t>(sizeof(W)) + 7) / 8);
+    a.per_step = static_cast<int>((cw * static_cast<int64_t>(sizeof(T)) + 7) / 8);
     return a;
   };
   // Rows [r, r + rr) x columns [oa, ob) with the portable or AVX2 tiles (rr <= kTileRows
@@ -461,7 +459,7 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
 #if AGENTR1_ROW_LINEAR_AVX2
         if (isa != RowLinearIsa::kPortable) {
           Ahead a = ahead_of(o, cc, first && r2 == r);
-          avx2_tile<W>(rr, cc)(x + r2 * K, w + o * K, K, tile, a);
+          avx2_tile<T>(rr, cc)(x + r2 * K, w + o * K, K, tile, a);
         } else
 #endif
           tile_portable(x + r2 * K, w + o * K, K, tile, rr, cc);
@@ -525,7 +523,7 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
         for (int64_t r = r0; r < r1; r += kTileRows512) {
           const int rr = static_cast<int>(std::min<int64_t>(kTileRows512, r1 - r));
           const int cw = 2 * pairs_for(rr);
-          const TileFn<W> fn = avx512_tile<W>(rr);
+          const TileFn<T> fn = avx512_tile<T>(rr);
           const bool first = r == r0;
           int64_t o = c0;
           for (; o + cw <= c1; o += cw) {
@@ -564,7 +562,7 @@ at::Tensor row_linear_impl(const at::Tensor& x, const at::Tensor& w, const at::T
     xf = xp;
   } else {  // widened once, not once per column tile
     xbuf.resize(static_cast<size_t>(N * K));
-    for (int64_t i = 0; i < N * K; ++i) xbuf[static_cast<size_t>(i)] = widen(xp[i]);
+    widen_to_float(xp, xbuf.data(), N * K);
     xf = xbuf.data();
   }
   // x interleaved for the AVX-512 BF16 tiles (bf16 only).
