@@ -15,6 +15,7 @@
 #include <c10/util/Half.h>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/fast_exp.h"
 #include "agentr1/core/log.h"
 
 // The AVX2 kernel relies on GCC's `#pragma GCC target` (clang ignores it): other
@@ -617,12 +618,23 @@ at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
 }
 
 // g, u: n elements each; g[i] = T(T(silu(g[i])) * u[i]).
+// exp(-v) is core::exp_f (vectorised, the same bits on every CPU and for every chunking,
+// so results stay batch-invariant), within 2 ulp of exp.
 template <typename T>
 void silu_mul_impl(T* g, const T* u, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = widen(g[i]);
-    const float s = widen(static_cast<T>(v / (1.0f + std::exp(-v))));  // silu rounded to T, as at::silu_
-    g[i] = static_cast<T>(s * widen(u[i]));
+  constexpr int64_t kChunk = 256;
+  float v[kChunk], e[kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - i0);
+    for (int64_t i = 0; i < m; ++i) {
+      v[i] = widen(g[i0 + i]);
+      e[i] = -v[i];
+    }
+    core::exp_shifted(e, 0.0f, e, m);
+    for (int64_t i = 0; i < m; ++i) {
+      const float s = widen(static_cast<T>(v[i] / (1.0f + e[i])));  // silu rounded to T, as at::silu_
+      g[i0 + i] = static_cast<T>(s * widen(u[i0 + i]));
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/fast_exp.h"
 
 namespace agentr1::rollout {
 
@@ -42,7 +43,7 @@ struct Kept {
   double total = 0.0;          // sum of w over the kept set
   double lse = 0.0;            // logsumexp of x over the full vocabulary
   std::vector<float> x;        // scaled logits, full vocabulary
-  std::vector<double> e;       // exp(x - max), full vocabulary
+  std::vector<float> e;        // exp_f(x - max), full vocabulary
 };
 
 void compute_kept(const float* logits, int64_t vocab, const SamplingParams& p, Kept& k) {
@@ -54,11 +55,9 @@ void compute_kept(const float* logits, int64_t vocab, const SamplingParams& p, K
     m = std::max(m, k.x[i]);
   }
   k.e.resize(static_cast<size_t>(vocab));
-  double z = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) {
-    k.e[i] = std::exp(static_cast<double>(k.x[i] - m));
-    z += k.e[i];
-  }
+  // exp of the whole vocabulary at vector speed (core::exp_f, within 2 ulp), summed in
+  // double in a fixed order: the same on every CPU.
+  const double z = core::sum_exp_shifted(k.x.data(), m, vocab, k.e.data());
   k.lse = m + std::log(z);
   AGENTR1_CHECK(std::isfinite(k.lse),
                 "sampler: logits are not finite (max " << m << ", sum " << z
@@ -68,7 +67,7 @@ void compute_kept(const float* logits, int64_t vocab, const SamplingParams& p, K
   const bool use_p = p.top_p < 1.0f;
   if (top_k == vocab && !use_p) {
     k.truncated = false;
-    k.w = k.e;
+    k.w.assign(k.e.begin(), k.e.end());
     k.total = z;
     return;
   }
@@ -126,9 +125,7 @@ TokenId argmax_lowest(const float* logits, int64_t vocab) {
 double logsumexp(const float* logits, int64_t vocab) {
   float m = -INFINITY;
   for (int64_t i = 0; i < vocab; ++i) m = std::max(m, logits[i]);
-  double z = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) z += std::exp(static_cast<double>(logits[i] - m));
-  return m + std::log(z);
+  return m + std::log(core::sum_exp_shifted(logits, m, vocab));
 }
 
 }  // namespace
