@@ -13,6 +13,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/model/model_test_util.h"
+#include "agentr1/model/paged_attention.h"
 #include "agentr1/model/transformer.h"
 
 namespace agentr1::model {
@@ -180,14 +181,17 @@ INSTANTIATE_TEST_SUITE_P(Archs, KVCacheArchTest,
 // everywhere), for fp32 and bf16 and each arch.
 TEST(KVCacheTest, BatchInvariantRowIsTheSameBitsWhateverTheCall) {
   at::NoGradGuard ng;
+  // head_dim 10 takes the portable loops everywhere; 32 the AVX-512 forms where the CPU
+  // has them (hidden 128 = 4 heads of 32, a multiple of 32 for their rms_norm_rows).
+  for (const int64_t hd : {10, 32})
   for (Arch arch : {Arch::kQwen2, Arch::kQwen3, Arch::kLlama})
     for (at::ScalarType dt : {at::kFloat, at::kBFloat16}) {
       ModelConfig c = tiny_config(arch);
-      c.hidden_size = 60;
+      c.hidden_size = hd == 10 ? 60 : 128;
       c.intermediate_size = 100;
-      c.num_attention_heads = 6;
+      c.num_attention_heads = hd == 10 ? 6 : 4;
       c.num_key_value_heads = 2;
-      c.head_dim = 10;
+      c.head_dim = hd;
       Transformer m = spicy_model(c, 13);
       m->to(dt);
       const int64_t V = c.vocab_size, P = 21, T = 27, bs = 4, per = (T + bs - 1) / bs;  // 7 blocks a row
@@ -260,10 +264,47 @@ TEST(KVCacheTest, BatchInvariantRowIsTheSameBitsWhateverTheCall) {
         const std::vector<at::Tensor> got = run(mode);
         ASSERT_EQ(got.size(), ref.size());
         for (size_t i = 0; i < ref.size(); ++i)
-          EXPECT_TRUE(same_bits(got[i], ref[i])) << arch_name(arch) << " " << c10::toString(dt) << " mode " << mode
+          EXPECT_TRUE(same_bits(got[i], ref[i])) << arch_name(arch) << " " << c10::toString(dt) << " head_dim " << hd
+                                                 << " mode " << mode
                                                  << " step " << i << ": max diff "
                                                  << (got[i] - ref[i]).abs().max().item<double>();
       }
+    }
+}
+
+// The AVX-512 and portable forms of the fused kernels (paged_attention.h) against the
+// model's own forward, each within the rounding tolerance, and against each other.
+TEST(KVCacheTest, VectorAndPortableKernelsAgree) {
+  at::NoGradGuard ng;
+  if (!detail::attention_avx512_supported()) GTEST_SKIP() << "no AVX-512 here: only the portable form runs";
+  for (Arch arch : {Arch::kQwen2, Arch::kQwen3, Arch::kLlama})
+    for (at::ScalarType dt : {at::kFloat, at::kBFloat16}) {
+      ModelConfig c = tiny_config(arch);
+      c.hidden_size = 128;  // 4 heads of 32: every vector form applies
+      c.head_dim = 32;
+      Transformer m = spicy_model(c, 21);
+      m->to(dt);
+      const at::Tensor ids = random_ids(1, 40, c.vocab_size, 3)[0];
+      const std::vector<int32_t> table = {3, 1, 4, 0, 2, 5};
+      const at::Tensor full = m->forward(ids.unsqueeze(0))[0].to(at::kFloat);
+      at::Tensor got[2];
+      for (int form = 0; form < 2; ++form) {
+        detail::force_attention_avx512(form == 1);
+        KVCache cache(c, 6, 8, dt, at::kCPU);
+        cache.batch_invariant = true;
+        std::vector<at::Tensor> rows;
+        rows.push_back(m->forward_cached(ids.narrow(0, 0, 30), {CachedRow{0, 30, &table}}, cache));  // prefill
+        for (int64_t t = 30; t < 40; ++t)
+          rows.push_back(m->forward_cached(ids.narrow(0, t, 1), {CachedRow{t, 1, &table}}, cache));  // decode
+        got[form] = at::cat(rows);
+      }
+      detail::force_attention_avx512(std::nullopt);
+      const at::Tensor want = full.narrow(0, 29, 11);
+      const double tol = dt == at::kFloat ? 1e-3 : 0.25;  // bf16: roundings differ from the tensor path
+      for (int form = 0; form < 2; ++form)
+        EXPECT_LE(max_abs(got[form], want), tol) << arch_name(arch) << " " << c10::toString(dt) << " form " << form;
+      EXPECT_LE(max_abs(got[0], got[1]), dt == at::kFloat ? 1e-4 : 0.25) << arch_name(arch) << " " << c10::toString(dt);
+      if (dt == at::kFloat) EXPECT_GT(max_abs(got[0], got[1]), 0.0) << "the two forms are expected to differ in rounding";
     }
 }
 

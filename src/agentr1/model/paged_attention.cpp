@@ -1,6 +1,7 @@
 #include "agentr1/model/paged_attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -12,7 +13,12 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#endif
+
 #include "agentr1/core/error.h"
+#include "agentr1/core/fast_exp.h"
 #include "agentr1/model/row_linear.h"
 
 namespace agentr1::model::detail {
@@ -66,6 +72,197 @@ void block_accumulate(const float* __restrict w, const float* __restrict v, int6
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define AGENTR1_ATTN_AVX512 1
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12, inside its own intrinsics
+
+inline __m512 load16f(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16f(const c10::BFloat16* p) {  // exact: the 16 bits moved up
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+inline __m512 load16f(const c10::Half* p) {  // exact
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// The AVX-512 forms of the two loops above for head_dim % 16 == 0, reading float or
+// bf16/half keys and values straight from the cache (widened in registers, exactly).
+// Per score: 16 fma lanes over the 16-element chunks in order, then the lanes' tree sum
+// (_mm512_reduce_add_ps). Per value element: fma over the block's positions in order.
+// A float copy of a block gives the same bits as the block itself.
+template <typename T>
+void block_scores_512(const float* __restrict q, const T* __restrict k, int64_t stride, int64_t n, int64_t hd,
+                      float scale, float* __restrict scores) {
+  for (int64_t j = 0; j < n; ++j) {
+    const T* kj = k + j * stride;
+    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), load16f(kj));
+    for (int64_t d = 16; d < hd; d += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), load16f(kj + d), a);
+    scores[j] = _mm512_reduce_add_ps(a) * scale;
+  }
+}
+
+template <typename T>
+void block_accumulate_512(const float* __restrict w, const T* __restrict v, int64_t stride, int64_t n, int64_t hd,
+                          float* __restrict acc) {
+  int64_t d = 0;
+  for (; d + 64 <= hd; d += 64) {  // four chunks of 16 held in registers over the block
+    __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + 16);
+    __m512 a2 = _mm512_loadu_ps(acc + d + 32), a3 = _mm512_loadu_ps(acc + d + 48);
+    for (int64_t j = 0; j < n; ++j) {
+      const __m512 wj = _mm512_set1_ps(w[j]);
+      const T* vj = v + j * stride + d;
+      a0 = _mm512_fmadd_ps(wj, load16f(vj), a0);
+      a1 = _mm512_fmadd_ps(wj, load16f(vj + 16), a1);
+      a2 = _mm512_fmadd_ps(wj, load16f(vj + 32), a2);
+      a3 = _mm512_fmadd_ps(wj, load16f(vj + 48), a3);
+    }
+    _mm512_storeu_ps(acc + d, a0);
+    _mm512_storeu_ps(acc + d + 16, a1);
+    _mm512_storeu_ps(acc + d + 32, a2);
+    _mm512_storeu_ps(acc + d + 48, a3);
+  }
+  for (; d < hd; d += 16) {
+    __m512 a = _mm512_loadu_ps(acc + d);
+    for (int64_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), load16f(v + j * stride + d), a);
+    _mm512_storeu_ps(acc + d, a);
+  }
+}
+
+// The value a T would hold, per lane, as round_to<T>: bf16 by c10's rule (round to
+// nearest even on the upper 16 bits, NaN to 0x7FC0), half by the hardware's RNE.
+template <typename T>
+inline __m512 round16(__m512 x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else if constexpr (std::is_same_v<T, c10::Half>) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i bias = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)),
+                                          _mm512_set1_epi32(0x7FFF));
+    const __m512i r = _mm512_and_si512(_mm512_add_epi32(u, bias), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_castsi512_ps(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC00000)));
+  }
+}
+
+// A float already holding a T value stored as T (exact).
+template <typename T>
+inline void store16(T* p, __m512 x) {
+  if constexpr (std::is_same_v<T, float>) {
+    _mm512_storeu_ps(p, x);
+  } else if constexpr (std::is_same_v<T, c10::Half>) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(x), 16)));
+  }
+}
+
+// rms_inplace and rope_inplace for n % 32 == 0 (the vector phase A): the sum of squares
+// in double over 8 lanes (element i into lane i % 8, lanes added in order at the end),
+// then the same roundings per element as the scalar forms. cr/sr: cos/sin rounded to T.
+template <typename T>
+void rms_512(float* x, const T* w, int64_t n, double eps) {
+  __m512d a = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+    a = _mm512_fmadd_pd(v, v, a);
+  }
+  alignas(64) double lane[8];
+  _mm512_store_pd(lane, a);
+  double ss = 0;
+  for (int u = 0; u < 8; ++u) ss += lane[u];
+  const __m512 r = _mm512_set1_ps(static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps)));
+  for (int64_t i = 0; i < n; i += 16)
+    _mm512_storeu_ps(x + i, round16<T>(_mm512_mul_ps(load16f(w + i), round16<T>(_mm512_mul_ps(_mm512_loadu_ps(x + i), r)))));
+}
+
+inline __m512 neg16(__m512 x) {  // -x, as scalar negation (the sign bit flipped)
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+}
+
+template <typename T>
+void rope_512(float* x, const float* cr, const float* sr, int64_t n) {
+  const int64_t h = n / 2;
+  for (int64_t j = 0; j < h; j += 16) {
+    const __m512 lo = _mm512_loadu_ps(x + j), hi = _mm512_loadu_ps(x + j + h);
+    const __m512 lo_c = round16<T>(_mm512_mul_ps(lo, _mm512_loadu_ps(cr + j)));
+    const __m512 hi_c = round16<T>(_mm512_mul_ps(hi, _mm512_loadu_ps(cr + j + h)));
+    // rotate_half: the first half takes -x[j + h], the second x[j - h]
+    const __m512 lo_s = round16<T>(_mm512_mul_ps(neg16(hi), _mm512_loadu_ps(sr + j)));
+    const __m512 hi_s = round16<T>(_mm512_mul_ps(lo, _mm512_loadu_ps(sr + j + h)));
+    _mm512_storeu_ps(x + j, round16<T>(_mm512_add_ps(lo_c, lo_s)));
+    _mm512_storeu_ps(x + j + h, round16<T>(_mm512_add_ps(hi_c, hi_s)));
+  }
+}
+
+// One row of rms_norm_rows with the vector form; buf: d floats.
+template <typename T>
+void rms_row_512(const T* x, const T* w, T* out, int64_t d, double eps, float* buf) {
+  for (int64_t i = 0; i < d; i += 16) _mm512_storeu_ps(buf + i, load16f(x + i));
+  rms_512<T>(buf, w, d, eps);
+  for (int64_t i = 0; i < d; i += 16) store16<T>(out + i, _mm512_loadu_ps(buf + i));
+}
+
+// Phase A for token i with the vector forms: q heads into qf (float), the key (normed,
+// rotated) and value into the cache at dst.
+template <typename T>
+void phase_a_512(const T* q, const T* k, const T* v, const T* qw, const T* kw, double eps, const float* c,
+                 const float* s, int64_t nH, int64_t nKV, int64_t hd, float* qf, T* kdst, T* vdst, float* cr,
+                 float* sr, float* kb) {
+  for (int64_t j = 0; j < hd; j += 16) {
+    _mm512_storeu_ps(cr + j, round16<T>(_mm512_loadu_ps(c + j)));
+    _mm512_storeu_ps(sr + j, round16<T>(_mm512_loadu_ps(s + j)));
+  }
+  for (int64_t h = 0; h < nH; ++h) {
+    float* x = qf + h * hd;
+    for (int64_t j = 0; j < hd; j += 16) _mm512_storeu_ps(x + j, load16f(q + h * hd + j));
+    if (qw) rms_512<T>(x, qw, hd, eps);
+    rope_512<T>(x, cr, sr, hd);
+  }
+  for (int64_t g = 0; g < nKV; ++g) {
+    for (int64_t j = 0; j < hd; j += 16) _mm512_storeu_ps(kb + j, load16f(k + g * hd + j));
+    if (kw) rms_512<T>(kb, kw, hd, eps);
+    rope_512<T>(kb, cr, sr, hd);
+    for (int64_t j = 0; j < hd; j += 16) store16<T>(kdst + g * hd + j, _mm512_loadu_ps(kb + j));
+    std::copy(v + g * hd, v + (g + 1) * hd, vdst + g * hd);
+  }
+}
+
+// Asks for n rows of `bytes` each, `stride` elements apart, to be brought into cache: a
+// KV group's slice of a block is 16 short rows 2 KB apart (Qwen3-0.6B), which the
+// hardware prefetchers do not follow.
+template <typename T>
+inline void prefetch_rows(const T* p, int64_t stride, int64_t n, int64_t bytes) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t o = 0; o < bytes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p + j * stride) + o, _MM_HINT_T0);
+}
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#else
+#define AGENTR1_ATTN_AVX512 0
+#endif
+
+std::atomic<int> g_attention_forced{-1};  // -1: AVX-512 where the CPU has it
+
+// Whether the kernels take the AVX-512 forms: fixed for the process (unless a test
+// forces it), so every call, prefill or decode, any batch, computes a given row with the
+// same arithmetic.
+bool attention_avx512() {
+#if AGENTR1_ATTN_AVX512
+  static const bool supported = row_linear_isa_supported(RowLinearIsa::kAvx512);
+  const int forced = g_attention_forced.load(std::memory_order_relaxed);
+  return supported && forced != 0;
+#else
+  return false;
+#endif
+}
+
 // HF RMSNorm of one vector in place: x = T(w * T(x * rsqrt(mean(x^2) + eps))).
 template <typename T>
 inline void rms_inplace(float* x, const T* w, int64_t n, double eps) {
@@ -106,9 +303,16 @@ at::Tensor rms_norm_impl(const at::Tensor& x, const at::Tensor& w, double eps) {
   const T* xp = x.data_ptr<T>();
   const T* wp = w.data_ptr<T>();
   T* op = out.data_ptr<T>();
+  const bool v512 = attention_avx512() && d % 32 == 0;
   at::parallel_for(0, n, std::max<int64_t>(1, (1 << 17) / d), [&](int64_t r0, int64_t r1) {
     std::vector<float> buf(static_cast<size_t>(d));
     for (int64_t r = r0; r < r1; ++r) {
+#if AGENTR1_ATTN_AVX512
+      if (v512) {  // the vector form (its own lane order for the sum of squares)
+        rms_row_512<T>(xp + r * d, wp, op + r * d, d, eps, buf.data());
+        continue;
+      }
+#endif
       for (int64_t i = 0; i < d; ++i) buf[i] = static_cast<float>(xp[r * d + i]);
       rms_inplace<T>(buf.data(), wp, d, eps);
       for (int64_t i = 0; i < d; ++i) op[r * d + i] = static_cast<T>(buf[i]);
@@ -139,12 +343,23 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
   std::vector<float> qf(static_cast<size_t>(N * nH * hd));
   // Parallel regions cost more than they save on small work (decoding a few rows):
   // grains are sized so that under ~2^17 multiply-adds runs on the calling thread.
+  const bool a512 = attention_avx512() && hd % 32 == 0;
   par_for(pool, N, std::max<int64_t>(1, (1 << 17) / ((nH + 2 * nKV) * hd * 8)), [&](int64_t i0, int64_t i1) {
     std::vector<float> tmp(static_cast<size_t>(hd)), kb(static_cast<size_t>(hd));
+    std::vector<float> cr(a512 ? static_cast<size_t>(hd) : 0), sr(cr.size());
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t p = L.pos[i];
       const float* c = cp + p * hd;
       const float* s = sp + p * hd;
+#if AGENTR1_ATTN_AVX512
+      if (a512) {
+        const std::vector<int32_t>& table = *L.blocks[L.row[i]];
+        const int64_t dst = (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * pos_stride;
+        phase_a_512<T>(qp + i * nH * hd, kp + i * nKV * hd, vp + i * nKV * hd, qw, kw, eps, c, s, nH, nKV, hd,
+                       qf.data() + i * nH * hd, kc + dst, vc + dst, cr.data(), sr.data(), kb.data());
+        continue;
+      }
+#endif
       for (int64_t h = 0; h < nH; ++h) {
         float* x = qf.data() + (i * nH + h) * hd;
         for (int64_t j = 0; j < hd; ++j) x[j] = static_cast<float>(qp[(i * nH + h) * hd + j]);
@@ -210,11 +425,12 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
   // a bf16/half block is widened once for all of them. Each head's arithmetic (its
   // blocks in order, online softmax) is the same whatever the grouping.
   const int64_t grain = std::max<int64_t>(1, (1 << 17) / (avg_keys * hd * rep));
+  const bool v512 = attention_avx512() && hd % 16 == 0;
   par_for(pool, N * nKV, grain, [&](int64_t w0, int64_t w1) {
     std::vector<float> acc(static_cast<size_t>(rep * hd)), sc(static_cast<size_t>(bs));
     std::vector<float> m(static_cast<size_t>(rep)), l(static_cast<size_t>(rep));
-    std::vector<float> kbuf, vbuf;  // a widened block (bf16/half without the mirror)
-    if (!std::is_same_v<T, float> && !mirrored) {
+    std::vector<float> kbuf, vbuf;  // a widened block (bf16/half without the mirror or AVX-512)
+    if (!std::is_same_v<T, float> && !mirrored && !v512) {
       kbuf.resize(static_cast<size_t>(bs * hd));
       vbuf.resize(static_cast<size_t>(bs * hd));
     }
@@ -227,10 +443,23 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t b = 0; b * bs < n_keys; ++b) {
         const int64_t n = std::min(bs, n_keys - b * bs);
-        const float* kb;
-        const float* vb;
+        const float* kb = nullptr;
+        const float* vb = nullptr;
+        const T* kt = nullptr;  // AVX-512 without the mirror: the cache's own block
+        const T* vt = nullptr;
         int64_t stride = pos_stride;
-        if (mirrored) {
+        if (v512 && !mirrored) {
+          const int64_t base = static_cast<int64_t>(table[b]) * bs * pos_stride + g * hd;
+          kt = kc + base;
+          vt = vc + base;
+#if AGENTR1_ATTN_AVX512
+          // This block's values (read after the scores) and the next block's keys.
+          prefetch_rows(vt, pos_stride, n, hd * static_cast<int64_t>(sizeof(T)));
+          if ((b + 1) * bs < n_keys)
+            prefetch_rows(kc + static_cast<int64_t>(table[b + 1]) * bs * pos_stride + g * hd, pos_stride,
+                          std::min(bs, n_keys - (b + 1) * bs), hd * static_cast<int64_t>(sizeof(T)));
+#endif
+        } else if (mirrored) {
           const int64_t mbase = static_cast<int64_t>(slot[static_cast<size_t>(table[b])]) * bs * pos_stride + g * hd;
           kb = kmir.get() + mbase;
           vb = vmir.get() + mbase;
@@ -253,20 +482,32 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
           const int64_t h = g * rep + hh;
           const float* qh = qf.data() + (i * nH + h) * hd;
           float* ah = acc.data() + hh * hd;
-          block_scores(qh, kb, stride, n, hd, scale, sc.data());
+#if AGENTR1_ATTN_AVX512
+          if (kt)
+            block_scores_512(qh, kt, stride, n, hd, scale, sc.data());
+          else if (v512)
+            block_scores_512(qh, kb, stride, n, hd, scale, sc.data());
+          else
+#endif
+            block_scores(qh, kb, stride, n, hd, scale, sc.data());
           float bm = -std::numeric_limits<float>::infinity();
           for (int64_t j = 0; j < n; ++j) bm = std::max(bm, sc[j]);
           if (bm > m[hh]) {
-            const float f = std::exp(m[hh] - bm);  // 0 on the first block (m = -inf)
+            const float f = core::exp_f(m[hh] - bm);  // 0 on the first block (m = -inf)
             l[hh] *= f;
             for (int64_t d = 0; d < hd; ++d) ah[d] *= f;
             m[hh] = bm;
           }
-          for (int64_t j = 0; j < n; ++j) {
-            sc[j] = std::exp(sc[j] - m[hh]);
-            l[hh] += sc[j];
-          }
-          block_accumulate(sc.data(), vb, stride, n, hd, ah);
+          core::exp_shifted(sc.data(), m[hh], sc.data(), n);  // vectorised, within 2 ulp
+          for (int64_t j = 0; j < n; ++j) l[hh] += sc[j];
+#if AGENTR1_ATTN_AVX512
+          if (vt)
+            block_accumulate_512(sc.data(), vt, stride, n, hd, ah);
+          else if (v512)
+            block_accumulate_512(sc.data(), vb, stride, n, hd, ah);
+          else
+#endif
+            block_accumulate(sc.data(), vb, stride, n, hd, ah);
         }
       }
       for (int64_t hh = 0; hh < rep; ++hh) {
@@ -280,6 +521,18 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
 }
 
 }  // namespace
+
+bool attention_avx512_supported() {
+#if AGENTR1_ATTN_AVX512
+  return row_linear_isa_supported(RowLinearIsa::kAvx512);
+#else
+  return false;
+#endif
+}
+
+void force_attention_avx512(std::optional<bool> on) {
+  g_attention_forced.store(on ? (*on ? 1 : 0) : -1, std::memory_order_relaxed);
+}
 
 at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& w, double eps) {
   AGENTR1_CHECK(x.dim() == 2 && x.is_contiguous() && w.dim() == 1 && w.size(0) == x.size(1) &&

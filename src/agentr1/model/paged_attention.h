@@ -11,9 +11,18 @@
 // Both handle float, bfloat16 and half storage and compute in float, rounding to the
 // storage type wherever the tensor path's ops would (so fp32 results equal it up to
 // summation order).
+//
+// Two forms of the inner loops, one per process: portable loops, and on CPUs with
+// AVX-512 vector forms (head_dim % 16 == 0 for attention, % 32 for the norms and RoPE)
+// that read bf16/half keys and values straight from the cache, widened in registers
+// (both forms take the softmax's exp from core::exp_f). Their summation orders differ (the dot products'
+// lane sum, the sum of squares' lanes), so the two forms agree within float rounding,
+// not bit for bit; a process uses one form for every call, which keeps batch
+// invariance exact.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -45,5 +54,10 @@ at::Tensor paged_attention(const at::Tensor& q, const at::Tensor& k, const at::T
                            const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
                            at::Tensor& v_cache, const PagedLayout& layout, int64_t n_heads,
                            int64_t n_kv, int64_t head_dim, SpinPool* pool = nullptr);
+
+// Whether this CPU can take the AVX-512 forms; tests force either form (nullopt: the
+// default, AVX-512 where supported). Not for use while kernels run on other threads.
+bool attention_avx512_supported();
+void force_attention_avx512(std::optional<bool> on);
 
 }  // namespace agentr1::model::detail
