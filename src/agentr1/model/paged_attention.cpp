@@ -19,6 +19,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/fast_exp.h"
+#include "agentr1/model/avx512_util.h"
 #include "agentr1/model/row_linear.h"
 
 namespace agentr1::model::detail {
@@ -79,14 +80,9 @@ void block_accumulate(const float* __restrict w, const float* __restrict v, int6
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12, inside its own intrinsics
 
-inline __m512 load16f(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16f(const c10::BFloat16* p) {  // exact: the 16 bits moved up
-  return _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
-}
-inline __m512 load16f(const c10::Half* p) {  // exact
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
+using avx512::load16f;
+using avx512::round16;
+using avx512::store16;
 
 // The AVX-512 forms of the two loops above for head_dim % 16 == 0, reading float or
 // bf16/half keys and values straight from the cache (widened in registers, exactly).
@@ -128,36 +124,6 @@ void block_accumulate_512(const float* __restrict w, const T* __restrict v, int6
     __m512 a = _mm512_loadu_ps(acc + d);
     for (int64_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), load16f(v + j * stride + d), a);
     _mm512_storeu_ps(acc + d, a);
-  }
-}
-
-// The value a T would hold, per lane, as round_to<T>: bf16 by c10's rule (round to
-// nearest even on the upper 16 bits, NaN to 0x7FC0), half by the hardware's RNE.
-template <typename T>
-inline __m512 round16(__m512 x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else if constexpr (std::is_same_v<T, c10::Half>) {
-    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else {
-    const __m512i u = _mm512_castps_si512(x);
-    const __m512i bias = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)),
-                                          _mm512_set1_epi32(0x7FFF));
-    const __m512i r = _mm512_and_si512(_mm512_add_epi32(u, bias), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
-    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    return _mm512_castsi512_ps(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC00000)));
-  }
-}
-
-// A float already holding a T value stored as T (exact).
-template <typename T>
-inline void store16(T* p, __m512 x) {
-  if constexpr (std::is_same_v<T, float>) {
-    _mm512_storeu_ps(p, x);
-  } else if constexpr (std::is_same_v<T, c10::Half>) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(x), 16)));
   }
 }
 

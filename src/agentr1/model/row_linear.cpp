@@ -1,4 +1,5 @@
 #include "agentr1/model/row_linear.h"
+#include "agentr1/model/avx512_util.h"
 
 #include <algorithm>
 #include <atomic>
@@ -397,9 +398,29 @@ bool cpu_has_avx512_bf16() {
   return has;
 }
 
+// The end of silu_mul_impl 16 lanes at a time (the same IEEE division, products and
+// roundings to T, so the same bits): g[i] = T(T(v[i] / (1 + e[i])) * u[i]) for i < m
+// rounded down to 16; returns how many it did.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")
+template <typename T>
+int64_t silu_finish_avx512(const float* v, const float* e, const T* u, T* g, int64_t m) {
+  using namespace avx512;
+  const __m512 one = _mm512_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 16 <= m; i += 16) {
+    const __m512 s = round16<T>(_mm512_div_ps(_mm512_loadu_ps(v + i), _mm512_add_ps(one, _mm512_loadu_ps(e + i))));
+    store16<T>(g + i, round16<T>(_mm512_mul_ps(s, load16f(u + i))));
+  }
+  return i;
+}
+#pragma GCC pop_options
+
 #else
 bool cpu_has_avx512() { return false; }
 bool cpu_has_avx512_bf16() { return false; }
+template <typename T>
+int64_t silu_finish_avx512(const float*, const float*, const T*, T*, int64_t) { return 0; }
 bool cpu_has_avx2_fma() {
   static const bool warned = [] {
     AGENTR1_LOG(WARN) << "row_linear: built without the AVX2 kernel (not x86-64 GCC); the batch-invariant products "
@@ -631,7 +652,8 @@ void silu_mul_impl(T* g, const T* u, int64_t n) {
       e[i] = -v[i];
     }
     core::exp_shifted(e, 0.0f, e, m);
-    for (int64_t i = 0; i < m; ++i) {
+    const int64_t done = cpu_has_avx512() ? silu_finish_avx512(v, e, u + i0, g + i0, m) : 0;
+    for (int64_t i = done; i < m; ++i) {
       const float s = widen(static_cast<T>(v[i] / (1.0f + e[i])));  // silu rounded to T, as at::silu_
       g[i0 + i] = static_cast<T>(s * widen(u[i0 + i]));
     }
