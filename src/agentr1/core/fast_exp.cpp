@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// The vector forms rely on GCC's `#pragma GCC target` (clang ignores it, and the fuzz
+// build uses clang): other compilers get the scalar form, which gives the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 #define AGENTR1_FAST_EXP_X86 1
 #else
@@ -135,11 +137,6 @@ double sum_exp_avx2(const float* x, float shift, int64_t n, float* y) {
   return add_parts(part);
 }
 
-bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-
 #pragma GCC pop_options
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx2,fma")
@@ -199,13 +196,19 @@ double sum_exp_avx512(const float* x, float shift, int64_t n, float* y) {
   return add_parts(part);
 }
 
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+// Compiled for the baseline ISA (outside the target regions): they run on every CPU.
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
 bool cpu_has_avx512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && cpu_has_avx2();
   return has;
 }
-
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
 #endif  // AGENTR1_FAST_EXP_X86
 
 ExpIsa best_isa() {

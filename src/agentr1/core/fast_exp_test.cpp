@@ -131,16 +131,33 @@ TEST(FastExp, SumMatchesLongDoubleAndIsTheSameOnEveryIsa) {
 }
 
 TEST(FastExp, SumAddsSixteenPartialsInOrder) {
-  // 32 ones then a huge value at index 16: partial 0 holds 1 + 1e17-ish, so its ones are
-  // lost beside it; a plain left-to-right sum would lose a different set. With values
-  // exp(x) exactly representable the order is visible in the result.
-  std::vector<float> x(33, 0.0f);  // exp_f(0) = 1 exactly
-  x[16] = 40.0f;                   // ~2.35e17: adding 1 to it in double is lost
-  const double big = static_cast<double>(exp_f(40.0f));
-  // partial 0 = ((1 + big) + 1) = big (both ones lost), partials 1..15 = 2 each.
-  double want = big;
-  for (int u = 1; u < 16; ++u) want += 2.0;
-  EXPECT_EQ(sum_exp_shifted(x.data(), 0.0f, 33), want);
+  // The specified order written out: element i into partial i % 16, partials added in
+  // order. Values spread over 2^-60..2^60 make the double sum depend on the order (a
+  // left-to-right sum or another lane count differs: checked below), so equality pins it.
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> spread(-41.0f, 41.0f);
+  for (int64_t n : {16, 33, 257, 4099}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = spread(rng);
+    double part[16] = {0}, plain = 0.0, eight[8] = {0};
+    for (int64_t i = 0; i < n; ++i) {
+      const double e = static_cast<double>(exp_f(x[i]));
+      part[i % 16] += e;
+      eight[i % 8] += e;
+      plain += e;
+    }
+    double want = 0.0, by8 = 0.0;
+    for (double p : part) want += p;
+    for (double p : eight) by8 += p;
+    for (const ExpIsa isa : kIsas) {
+      if (!exp_isa_supported(isa)) continue;
+      EXPECT_EQ(sum_exp_shifted_isa(isa, x.data(), 0.0f, n, nullptr), want) << "isa " << static_cast<int>(isa) << " n=" << n;
+    }
+    if (n == 4099) {  // the data does tell the orders apart
+      EXPECT_NE(want, plain);
+      EXPECT_NE(want, by8);
+    }
+  }
 }
 
 }  // namespace

@@ -29,7 +29,8 @@ inline __m512 load16f(const c10::Half* p) { return _mm512_cvtph_ps(_mm256_loadu_
 
 // Per lane, the float value static_cast<T>(x) holds: bf16 by c10's rule (round to
 // nearest even on the upper 16 bits, NaN to 0x7FC0), half by the hardware's
-// round-to-nearest-even (as c10's conversion). Bit for bit the scalar conversion.
+// round-to-nearest-even (as c10's conversion). Bit for bit the scalar conversion, except
+// a half NaN's payload (the hardware keeps its top bits, c10 writes 0x7E00).
 template <typename T>
 inline __m512 round16(__m512 x) {
   if constexpr (std::is_same_v<T, float>) {

@@ -150,18 +150,24 @@ inline __m512 neg16(__m512 x) {  // -x, as scalar negation (the sign bit flipped
   return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(static_cast<int>(0x80000000u))));
 }
 
+// Products and sums through the explicit-rounding intrinsics: GCC may fuse a plain
+// vector a * b + c into one fma (-ffp-contract=fast is its default), which for float
+// would drop the rounding rope_inplace performs between them.
+inline __m512 mul_rn(__m512 a, __m512 b) { return _mm512_mul_round_ps(a, b, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline __m512 add_rn(__m512 a, __m512 b) { return _mm512_add_round_ps(a, b, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+
 template <typename T>
 void rope_512(float* x, const float* cr, const float* sr, int64_t n) {
   const int64_t h = n / 2;
   for (int64_t j = 0; j < h; j += 16) {
     const __m512 lo = _mm512_loadu_ps(x + j), hi = _mm512_loadu_ps(x + j + h);
-    const __m512 lo_c = round16<T>(_mm512_mul_ps(lo, _mm512_loadu_ps(cr + j)));
-    const __m512 hi_c = round16<T>(_mm512_mul_ps(hi, _mm512_loadu_ps(cr + j + h)));
+    const __m512 lo_c = round16<T>(mul_rn(lo, _mm512_loadu_ps(cr + j)));
+    const __m512 hi_c = round16<T>(mul_rn(hi, _mm512_loadu_ps(cr + j + h)));
     // rotate_half: the first half takes -x[j + h], the second x[j - h]
-    const __m512 lo_s = round16<T>(_mm512_mul_ps(neg16(hi), _mm512_loadu_ps(sr + j)));
-    const __m512 hi_s = round16<T>(_mm512_mul_ps(lo, _mm512_loadu_ps(sr + j + h)));
-    _mm512_storeu_ps(x + j, round16<T>(_mm512_add_ps(lo_c, lo_s)));
-    _mm512_storeu_ps(x + j + h, round16<T>(_mm512_add_ps(hi_c, hi_s)));
+    const __m512 lo_s = round16<T>(mul_rn(neg16(hi), _mm512_loadu_ps(sr + j)));
+    const __m512 hi_s = round16<T>(mul_rn(lo, _mm512_loadu_ps(sr + j + h)));
+    _mm512_storeu_ps(x + j, round16<T>(add_rn(lo_c, lo_s)));
+    _mm512_storeu_ps(x + j + h, round16<T>(add_rn(hi_c, hi_s)));
   }
 }
 
@@ -411,8 +417,8 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
         const int64_t n = std::min(bs, n_keys - b * bs);
         const float* kb = nullptr;
         const float* vb = nullptr;
-        const T* kt = nullptr;  // AVX-512 without the mirror: the cache's own block
-        const T* vt = nullptr;
+        [[maybe_unused]] const T* kt = nullptr;  // AVX-512 without the mirror: the cache's own block
+        [[maybe_unused]] const T* vt = nullptr;
         int64_t stride = pos_stride;
         if (v512 && !mirrored) {
           const int64_t base = static_cast<int64_t>(table[b]) * bs * pos_stride + g * hd;

@@ -18,7 +18,8 @@
 // (both forms take the softmax's exp from core::exp_f). Their summation orders differ (the dot products'
 // lane sum, the sum of squares' lanes), so the two forms agree within float rounding,
 // not bit for bit; a process uses one form for every call, which keeps batch
-// invariance exact.
+// invariance exact. (AGENTR1_ROW_LINEAR_ISA picks the products' kernel only: an AVX-512
+// CPU forced to avx2 still runs these forms, so its bits differ from an AVX2 CPU's.)
 #pragma once
 
 #include <cstdint>

@@ -186,7 +186,7 @@ TEST(RowLinearErrors, NameTheShapes) {
 }
 
 TEST(SiluMulRows, MatchesReferenceAndIsSplitInvariant) {
-  for (at::ScalarType dt : {at::kFloat, at::kBFloat16}) {
+  for (at::ScalarType dt : {at::kFloat, at::kBFloat16, at::kHalf}) {
     const at::Tensor g0 = randn({40, 1000}, 11, dt) * 4, u = randn({40, 1000}, 12, dt);
     // Reference in fp64 with the same roundings to the storage type.
     const at::Tensor gd = g0.to(at::kDouble);
