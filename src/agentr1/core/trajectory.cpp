@@ -197,6 +197,7 @@ json Trajectory::to_json() const {
   json j;
   j["uid"] = uid;
   j["group"] = group;
+  if (!data_source.empty()) j["data_source"] = data_source;
   j["outcome_reward"] = outcome_reward;
   j["metrics"] = metrics;
   json steps_j = json::array();
@@ -209,6 +210,7 @@ Trajectory Trajectory::from_json(const json& j) {
   Trajectory t;
   t.uid = j.value("uid", "");
   t.group = j.value("group", "");
+  t.data_source = j.value("data_source", "");
   t.outcome_reward = j.value("outcome_reward", 0.0f);
   if (j.contains("metrics")) t.metrics = j["metrics"];
   for (const auto& s : j.at("steps")) t.steps.push_back(Step::from_json(s));

@@ -88,6 +88,8 @@ bool is_step_field_info_key(const std::string& key);
 struct Trajectory {
   std::string uid;                   // unique id of this trajectory
   std::string group;                 // sample id; GRPO groups share it
+  std::string data_source;           // the sample's data_source (routes it to a distillation
+                                     // teacher); "" = none. On disk only when not ""
   std::vector<Step> steps;
   float outcome_reward = 0.0f;       // reward from the reward_model rule at the end
   json metrics = json::object();     // num_turns, tool_calls, tool_errors, ...

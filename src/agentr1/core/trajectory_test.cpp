@@ -105,6 +105,10 @@ TEST(TrajectoryTest, RoundTripAndTotalReward) {
   EXPECT_EQ(back.steps[0].response_ids, s.response_ids);
   EXPECT_EQ(back.steps[0].response_logprobs, s.response_logprobs);
   EXPECT_EQ(back.to_json(), t.to_json());
+  EXPECT_FALSE(t.to_json().contains("data_source"));  // "" is not written
+  t.data_source = "arith";
+  EXPECT_EQ(t.to_json()["data_source"], "arith");
+  EXPECT_EQ(Trajectory::from_json(t.to_json()).data_source, "arith");
 }
 
 // The typed fields are written into "info" under the keys they had as info entries,

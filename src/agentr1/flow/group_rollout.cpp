@@ -25,6 +25,7 @@ Trajectory run_trajectory(const Sample& sample, uint64_t sample_index, int repea
       flow->run(sample, group_ctx, opts, trajectory_seed(seed, sample_index, static_cast<uint64_t>(repeat)));
   t.group = std::to_string(seed) + ":" + std::to_string(sample_index);
   t.uid = t.group + ":" + std::to_string(repeat);
+  t.data_source = sample.data_source;
   return t;
 }
 

@@ -71,6 +71,7 @@ TEST(GroupRollout, ConcurrentEqualsSequential) {
       const Trajectory& t = par[i * n + r];
       EXPECT_EQ(t.group, "99:" + std::to_string(i));
       EXPECT_EQ(t.uid, t.group + ":" + std::to_string(r));
+      EXPECT_EQ(t.data_source, batch[i].data_source);  // routes the row to a teacher
       uids.insert(t.uid);
       ASSERT_FALSE(t.steps.empty());
       EXPECT_EQ(tok().decode(t.steps[0].prompt_ids).find("q" + std::to_string(i)) !=

@@ -97,6 +97,10 @@ RowTokenValues reward_token_kl(const std::vector<PackedRow>& rows, algo::KlType 
 AdvantagePhase::AdvantagePhase(const AlgorithmOptions& a)
     : options_(a), estimator_(with_context("algorithm.adv_estimator", [&] { return algo::make_estimator(a.adv_estimator); })) {
   if (a.use_kl_in_reward) kl_ctrl_ = algo::make_kl_controller(a.kl_ctrl);
+  if (a.distill.enabled()) {
+    options_.distill.resolve();
+    distill_routing_ = std::make_unique<TeacherRouting>(options_.distill.resolved_teachers());
+  }
 }
 
 AdvantagePhase::~AdvantagePhase() = default;
@@ -111,6 +115,11 @@ AdvantagePhase::Output AdvantagePhase::compute(const std::vector<Trajectory>& tr
   }
   o.result = estimate_advantages(trajs, rows, *estimator_, options_.estimator, in);
   if (estimator_->needs_values()) set_value_mask(rows, estimator_->step_level_values());
+  if (distill_routing_) {
+    // The teacher's judgement: its metrics, and k1_pg's reward in the advantages.
+    merge_into(o.result.metrics, distill_metrics(rows, *distill_routing_, options_.distill.options));
+    if (options_.distill.options.kind == algo::DistillLoss::kK1Pg) add_distill_advantages(rows, options_.distill.options);
+  }
   if (kl_ctrl_) kl_ctrl_->update(o.result.mean_kl, static_cast<int64_t>(trajs.size()));
   return o;
 }

@@ -25,7 +25,9 @@
 #include "agentr1/algo/kl.h"
 #include "agentr1/algo/kl_controller.h"
 #include "agentr1/core/trajectory.h"
+#include "agentr1/train/distill.h"
 #include "agentr1/train/learner/batch.h"
+#include "agentr1/train/learner/metrics.h"
 #include "agentr1/train/train_config.h"
 
 namespace agentr1::train {
@@ -78,7 +80,10 @@ class AdvantagePhase {
   };
   // Reads rows' value (needs_values()) and old/ref log-probs (KL in reward), writes
   // rows' advantage and returns (+ value_mask with a critic), then updates the KL
-  // controller with the batch's KL.
+  // controller with the batch's KL. With algorithm.distill, adds distill/* metrics from
+  // the rows' teacher log-probs, and for loss k1_pg the distillation reward to every
+  // action token's advantage (add_distill_advantages: the estimator's advantage kept
+  // only with use_task_rewards).
   Output compute(const std::vector<Trajectory>& trajs, std::vector<PackedRow>& rows);
   const algo::AdvantageEstimator& estimator() const { return *estimator_; }
   bool needs_values() const { return estimator_->needs_values(); }
@@ -91,6 +96,7 @@ class AdvantagePhase {
   AlgorithmOptions options_;
   std::unique_ptr<algo::AdvantageEstimator> estimator_;
   std::unique_ptr<algo::KlController> kl_ctrl_;
+  std::unique_ptr<TeacherRouting> distill_routing_;  // algorithm.distill: which teacher judged a row
 };
 
 // kl_penalty(old_logprob, ref_logprob, type) at every action token of `rows`, per row

@@ -222,7 +222,8 @@ int64_t MemoryPlan::total() const {
 // Calibration (2 cores, libtorch 1.13 CPU, peak RSS from /usr/bin/time -v; numbers in
 // memory_budget_test.cpp's Calibration tests): see the comments there.
 MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
-                       const std::optional<model::ModelConfig>& critic, const MemoryBudget& budget) {
+                       const std::optional<model::ModelConfig>& critic, const MemoryBudget& budget,
+                       const std::map<std::string, model::ModelConfig>& teachers) {
   MemoryPlan p;
   p.budget = budget;
   const int64_t e = dtype_bytes(cfg.model.dtype);
@@ -280,6 +281,11 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
     if (cl.micro_batch_max_tokens > 0) tokens = std::max(row, std::min(tokens, cl.micro_batch_max_tokens));
     critic_act = activation_bytes(c, e, tokens, row, /*logits=*/false, false, false, model::kDefaultAttentionBlock);
   }
+  // Distillation teachers: frozen weights in model.dtype (a "base" teacher is the policy's
+  // own and is not listed); scoring them needs no more than the policy's scoring pass.
+  for (const auto& [name, tc] : teachers)
+    add("teacher '" + name + "'", "weights", tc.num_parameters() * e,
+        "a smaller teacher, model.dtype=bf16, or the teacher 'base' with actor.lora.rank");
   // Rollout: the asynchronous source generates from its own copy of the weights (and a
   // staged snapshot of them on the way in) beside the validation engine over the policy.
   const bool local = !cfg.rollout.remote_engine();
@@ -379,7 +385,11 @@ MemoryPlan plan_run_memory(const TrainConfig& cfg) {
   std::optional<model::ModelConfig> critic;
   if (cfg.algorithm.uses_critic() && !cfg.critic.model_path.empty())
     critic = shape(cfg.critic.model_path, "critic.model_path");
-  return plan_memory(cfg, policy, critic, resolve_memory_budget(cfg.trainer.memory_gb));
+  std::map<std::string, model::ModelConfig> teachers;
+  if (cfg.algorithm.distill.enabled())
+    for (const auto& [name, t] : cfg.algorithm.distill.resolved_teachers())
+      if (t.path != kBaseTeacher) teachers.emplace(name, shape(t.path, "algorithm.distill.teachers." + name + ".path"));
+  return plan_memory(cfg, policy, critic, resolve_memory_budget(cfg.trainer.memory_gb), teachers);
 }
 
 void log_memory_plan(const MemoryPlan& p) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,7 +80,8 @@ struct MemoryPlan {
 // min(kv_blocks_default, what fits in the budget after everything else). Never throws for
 // a configuration that does not fit: fits is false and check_memory_plan says why.
 MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
-                       const std::optional<model::ModelConfig>& critic, const MemoryBudget& budget);
+                       const std::optional<model::ModelConfig>& critic, const MemoryBudget& budget,
+                       const std::map<std::string, model::ModelConfig>& teachers = {});
 
 // plan_memory for cfg as RLTrainer runs it: the policy's shape from model.path/config.json,
 // the critic's from critic.model_path/config.json (when it has one), the budget from

@@ -250,8 +250,27 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
                       << ": old log-probs come from a scoring pass (actor.use_rollout_logprobs off)";
     ao.use_rollout_logprobs = false;
   }
+  const DistillSection& distill = c.algorithm.distill;
+  if (distill.enabled() && distill.options.kind == algo::DistillLoss::kTopkFkl) {
+    AGENTR1_CHECK(!pg_, "algorithm.distill.loss=topk_fkl with " << pg_->world_size()
+                            << " data-parallel ranks is not supported yet (the teacher's top-k columns are not "
+                               "shared between ranks); HINT: algorithm.distill.loss=k1_pg, or one process");
+    ao.distill_topk = distill.options;
+  }
   learner_ = std::make_unique<Learner>(policy_, reference, std::move(critic), ao, device_);
   learner_->set_process_group(pg_.get());
+  // Online policy distillation: the teachers score every step's rows in the learner's
+  // scoring phase; k1_pg's reward enters the advantages (AdvantagePhase), topk_fkl's loss
+  // the actor's.
+  if (distill.enabled()) {
+    auto teachers = with_context("algorithm.distill", [&] {
+      return std::make_unique<TeacherSet>(distill, *tokenizer_, policy_, dtype, device_, c.actor.attention_block);
+    });
+    AGENTR1_LOG(INFO) << "online policy distillation: loss " << distill.options.loss << ", coef "
+                      << distill.options.coef << (distill.options.use_task_rewards ? ", plus" : ", without")
+                      << " the task's advantages, " << teachers->routing().names().size() << " teacher(s)";
+    learner_->set_teachers(std::move(teachers));
+  }
   logger_ = std::make_unique<StepLogger>(*run_dir_, *tokenizer_, c.trainer.dump_trajectories, c.trainer.progress);
   health_ = std::make_unique<HealthMonitor>(c.trainer.health);
   checkpointer_ = std::make_unique<Checkpointer>(run_dir_->file("checkpoints"), path, policy_,
@@ -438,6 +457,7 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     //    later rollouts use the new weights.
     rollout_->with_weights_exclusive([&] { merge_into(m, learner_->update(rows, step > c.trainer.critic_warmup)); });
     rollout_->push_weights(step);
+    m["perf/learner_gflop"] = m["perf/score_gflop"] + m["perf/update_gflop"] + m["perf/teacher_gflop"];
     // 5. Metrics, dumps, validation, checkpoint.
     merge_into(m, rollout_metrics(trajs, adv.result));
     if (pg_) {

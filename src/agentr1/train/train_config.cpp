@@ -54,6 +54,7 @@ void RolloutConfig::validate() const {
 
 void AlgorithmOptions::resolve() {
   kl_penalty_type = with_context("algorithm.kl_penalty", [&] { return algo::kl_type_from_string(kl_penalty); });
+  distill.resolve();
   validate();
 }
 

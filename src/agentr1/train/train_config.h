@@ -18,6 +18,7 @@
 #include "agentr1/core/config.h"
 #include "agentr1/core/json.h"
 #include "agentr1/flow/agent_flow.h"
+#include "agentr1/train/distill.h"
 #include "agentr1/train/learner/actor.h"
 #include "agentr1/train/learner/critic.h"
 #include "agentr1/train/health.h"
@@ -170,6 +171,8 @@ struct AlgorithmOptions {
                                         // mse (k2) | low_var_kl (k3)
   algo::KlControllerOptions kl_ctrl;    // the coefficient: fixed or adaptive
   algo::KlType kl_penalty_type = algo::KlType::kK1;  // parsed kl_penalty (resolve())
+  DistillSection distill;               // online policy distillation (train/distill.h): teachers,
+                                        // loss (k1_pg | topk_fkl), coef, use_task_rewards, clamps
   template <class V>
   void visit(V& v) {
     v.field("adv_estimator", adv_estimator,
@@ -179,6 +182,8 @@ struct AlgorithmOptions {
     v.field("use_kl_in_reward", use_kl_in_reward, "penalise KL to the reference in the reward");
     v.field("kl_penalty", kl_penalty, "reward KL estimator: kl (k1) | abs | mse (k2) | low_var_kl (k3)");
     v.section("kl_ctrl", kl_ctrl, "KL-in-reward coefficient controller");
+    v.section("distill", distill,
+              "online policy distillation: a teacher's per-token log-probs as the reward (k1_pg) or a loss (topk_fkl)");
   }
   // Parses kl_penalty, then validate(). Throws Error naming the key.
   void resolve();

@@ -525,4 +525,22 @@ size_t StreamDecoder::pending() const {
   return tok_.impl_->decode_general(window_, false, at_start_).size() - emitted_;
 }
 
+std::optional<std::string> vocabulary_difference(const Tokenizer& a, const Tokenizer& b) {
+  auto quoted = [](const std::optional<std::string>& t) { return t ? "'" + *t + "'" : std::string("none"); };
+  if (a.vocab_size() != b.vocab_size())
+    return "vocabulary size " + std::to_string(a.vocab_size()) + " vs " + std::to_string(b.vocab_size());
+  for (TokenId id = 0; id < a.vocab_size(); ++id) {
+    const std::optional<std::string> ta = a.id_to_token(id), tb = b.id_to_token(id);
+    if (ta != tb) return "token id " + std::to_string(id) + " is " + quoted(ta) + " vs " + quoted(tb);
+    if (a.is_special(id) != b.is_special(id))
+      return "token id " + std::to_string(id) + " (" + quoted(ta) + ") is special in " +
+             (a.is_special(id) ? "the first" : "the second") + " tokenizer only";
+  }
+  const std::pair<const char*, const std::optional<std::string>& (Tokenizer::*)() const> specials[] = {
+      {"bos_token", &Tokenizer::bos_token}, {"eos_token", &Tokenizer::eos_token}, {"pad_token", &Tokenizer::pad_token}};
+  for (const auto& [name, get] : specials)
+    if ((a.*get)() != (b.*get)()) return std::string(name) + " " + quoted((a.*get)()) + " vs " + quoted((b.*get)());
+  return std::nullopt;
+}
+
 }  // namespace agentr1::text

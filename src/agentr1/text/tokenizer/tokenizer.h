@@ -100,6 +100,13 @@ class Tokenizer {
   std::shared_ptr<const Impl> impl_;
 };
 
+// Whether ids mean the same tokens under `a` and `b` (a distillation teacher must score the
+// student's ids as the same tokens): nullopt when they agree, else the first difference in
+// words, naming what differs with both values: the vocabulary size, the token string of
+// an id, whether an id is special, or the bos/eos/pad token. Merges, normalisers and chat
+// templates are not compared (ids are never re-tokenised).
+std::optional<std::string> vocabulary_difference(const Tokenizer& a, const Tokenizer& b);
+
 // Incremental decode of a growing id sequence: push(id) returns the text that became
 // complete. Bytes of an unfinished UTF-8 character are held back until the next push;
 // the concatenation of every push() and a final flush() equals tok.decode(all ids).

@@ -671,3 +671,32 @@ TEST(SentencePiece, UnsupportedComponentsNameThemselves) {
 
 }  // namespace
 }  // namespace agentr1::text
+
+namespace agentr1::text {
+namespace {
+
+// A distillation teacher must read the student's ids as the same tokens: the first
+// difference is named with both values.
+TEST(Tokenizer, VocabularyDifferenceNamesTheFirstOne) {
+  EXPECT_EQ(vocabulary_difference(tiny(), tiny()), std::nullopt);
+  json renamed = tiny_tokenizer_json();
+  renamed["model"]["vocab"].erase("Ġab");
+  renamed["model"]["vocab"]["Ġba"] = 8;
+  renamed["model"]["merges"] = json::array({"a b", "ab c", "Ġ a"});
+  EXPECT_EQ(vocabulary_difference(tiny(), Tokenizer::from_json(renamed, tiny_config())),
+            "token id 8 is 'Ġab' vs 'Ġba'");
+  json more = tiny_tokenizer_json();
+  more["added_tokens"].push_back({{"id", 104}, {"content", "<x>"}, {"special", true}});
+  EXPECT_EQ(vocabulary_difference(tiny(), Tokenizer::from_json(more, tiny_config())), "vocabulary size 104 vs 105");
+  json unspecial = tiny_tokenizer_json();
+  unspecial["added_tokens"][0]["special"] = false;
+  EXPECT_EQ(vocabulary_difference(tiny(), Tokenizer::from_json(unspecial, tiny_config())),
+            "token id 100 ('<|end|>') is special in the first tokenizer only");
+  json eos = tiny_config();
+  eos["eos_token"] = "<pad>";
+  EXPECT_EQ(vocabulary_difference(tiny(), Tokenizer::from_json(tiny_tokenizer_json(), eos)),
+            "eos_token '<|end|>' vs '<pad>'");
+}
+
+}  // namespace
+}  // namespace agentr1::text

@@ -61,8 +61,12 @@ void Actor::fill_logprobs(std::vector<PackedRow>& rows, std::vector<float> Packe
 
 at::Tensor Actor::micro_batch_loss(const TrainBatch& b, const MicroBatchScale& s, Metrics& m) {
   AGENTR1_CHECK(b.old_logprobs.defined(), "Actor::update: old log-probs were not computed");
-  at::Tensor ent;
-  const at::Tensor lp = target_logprobs(policy_, b, &ent, opts_.temperature);
+  at::Tensor ent, topk_lp;
+  const std::optional<algo::DistillOptions>& fkl = opts_.distill_topk;
+  AGENTR1_CHECK(!fkl || (b.teacher_topk_ids.defined() && b.teacher_topk_logprobs.defined()),
+                "Actor::update: algorithm.distill.loss=topk_fkl but the rows have no teacher top-k log-probs");
+  const at::Tensor lp = target_logprobs(policy_, b, &ent, opts_.temperature,
+                                        fkl ? b.teacher_topk_ids : at::Tensor(), fkl ? &topk_lp : nullptr);
   if (first_micro_) {  // weights still those the rollout sampled from
     first_micro_ = false;
     const at::Tensor d = (lp.detach() - b.rollout_logprobs.to(lp.device())).abs() * b.action_mask;
@@ -80,8 +84,21 @@ at::Tensor Actor::micro_batch_loss(const TrainBatch& b, const MicroBatchScale& s
     mask = w.mask;
   }
   algo::PolicyLossOut pl = loss_fn_->compute(lp, b.old_logprobs, adv, mask, lo);
-  at::Tensor loss = pl.loss;
+  // topk_fkl without the task's rewards: the distillation loss alone (pg_* still logged).
+  at::Tensor loss = fkl && !fkl->use_task_rewards ? at::zeros({}, pl.loss.options()) : pl.loss;
   for (const auto& kv : pl.metrics) m[kv.first] += kv.second;
+  if (fkl) {
+    const at::Tensor t_lp = b.teacher_topk_logprobs.to(topk_lp.device());
+    const at::Tensor per_token = algo::topk_forward_kl(topk_lp, t_lp, *fkl);  // [B,T-1]
+    const at::Tensor d = algo::aggregate_loss(per_token, b.action_mask, lo.agg, lo.norm_len);
+    m["distill/topk_fkl"] += d.item<double>();
+    m["distill/topk_mass"] += algo::masked_mean(t_lp.exp().sum(/*dim=*/-1), b.action_mask).item<double>();
+    if (fkl->loss_max_clamp > 0)
+      m["distill/topk_clamp_frac"] +=
+          algo::masked_mean((per_token.detach().abs() >= fkl->loss_max_clamp).to(at::kFloat), b.action_mask)
+              .item<double>();
+    loss = loss + fkl->coef * d;
+  }
   // Entropy aggregated like the loss (verl's agg_loss on the entropy), so the bonus
   // combines over micro-batches by the same rule.
   const at::Tensor ent_agg = algo::aggregate_loss(ent, b.action_mask, lo.agg, lo.norm_len);

@@ -18,11 +18,13 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 
+#include "agentr1/algo/distill.h"
 #include "agentr1/algo/kl.h"
 #include "agentr1/algo/off_policy.h"
 #include "agentr1/algo/policy_loss.h"
@@ -71,6 +73,11 @@ struct ActorOptions {
   double temperature = 1.0;         // log-probs of logits / temperature, as the sampler drew
                                     // them (set from rollout.temperature by the trainer; not a
                                     // config key of its own, as in verl); > 0
+  std::optional<algo::DistillOptions> distill_topk;  // algorithm.distill with loss topk_fkl (set
+                                    // by the trainer, not a key of this section): the loss
+                                    // adds coef x the forward KL on the teacher's top-k
+                                    // (algo/distill.h), aggregated like the policy loss; without
+                                    // use_task_rewards the policy loss is left out
   // Config-file spellings (verl names) of the enum-valued options above; resolve()
   // parses them into `loss` and `kl_loss_type`.
   double clip_ratio = 0.2;          // default for clip_ratio_low/high when those are < 0

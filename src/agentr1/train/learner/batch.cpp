@@ -64,6 +64,7 @@ std::vector<PackedRow> pack_trajectories(const std::vector<Trajectory>& trajs, b
         rows.emplace_back();
         open = &rows.back();
         open->trajectory = static_cast<int64_t>(ti);
+        open->data_source = t.data_source;
       }
       append_step(*open, st, static_cast<int32_t>(si));
     }
@@ -307,6 +308,31 @@ TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t
   };
   out.old_logprobs = gather(&PackedRow::old_logprob);
   out.ref_logprobs = gather(&PackedRow::ref_logprob);
+  out.teacher_logprobs = gather(&PackedRow::teacher_logprob);
+  // The teacher's top-k columns: K entries per token, laid out like the columns above.
+  bool topk = true;
+  for (int64_t r : idx) topk = topk && !rows[r].teacher_topk_ids.empty();
+  if (topk) {
+    const PackedRow& r0 = rows[idx[0]];
+    const int64_t k = static_cast<int64_t>(r0.teacher_topk_ids.size() / std::max<size_t>(1, r0.tokens.size()));
+    out.teacher_topk_ids = at::zeros({b, t_max - 1, k}, at::kLong);
+    out.teacher_topk_logprobs = at::zeros({b, t_max - 1, k}, at::kFloat);
+    auto tid = out.teacher_topk_ids.accessor<int64_t, 3>();
+    auto tlp = out.teacher_topk_logprobs.accessor<float, 3>();
+    for (int64_t i = 0; i < b; ++i) {
+      const PackedRow& row = rows[idx[i]];
+      AGENTR1_CHECK(row.teacher_topk_ids.size() == row.tokens.size() * static_cast<size_t>(k) &&
+                        row.teacher_topk_logprob.size() == row.teacher_topk_ids.size(),
+                    "collate: row " << idx[i] << " has " << row.teacher_topk_ids.size() << " teacher top-k ids and "
+                                    << row.teacher_topk_logprob.size() << " log-probs for " << row.tokens.size()
+                                    << " tokens x k " << k);
+      for (size_t t = static_cast<size_t>(p) + 1; t < row.tokens.size(); ++t)
+        for (int64_t j = 0; j < k; ++j) {
+          tid[i][static_cast<int64_t>(t) - p - 1][j] = row.teacher_topk_ids[t * static_cast<size_t>(k) + static_cast<size_t>(j)];
+          tlp[i][static_cast<int64_t>(t) - p - 1][j] = row.teacher_topk_logprob[t * static_cast<size_t>(k) + static_cast<size_t>(j)];
+        }
+    }
+  }
   out.values = gather(&PackedRow::value);
   out.returns = gather(&PackedRow::returns);
   out.value_mask = gather(&PackedRow::value_mask);
@@ -363,7 +389,8 @@ TrainBatch collate(const std::vector<PackedRow>& rows, const std::vector<int64_t
 void TrainBatch::to(at::Device device) {
   for (at::Tensor* t : {&tree_ids, &tree_positions, &tree_index, &tree_own, &tree_own_mask, &prefix_ids, &input_ids, &positions,
                         &segment_ids, &targets, &action_mask, &advantages, &step_ids,
-                        &rollout_logprobs, &old_logprobs, &ref_logprobs, &values, &returns, &value_mask})
+                        &rollout_logprobs, &old_logprobs, &ref_logprobs, &teacher_logprobs, &teacher_topk_ids,
+                        &teacher_topk_logprobs, &values, &returns, &value_mask})
     if (t->defined()) *t = t->to(device, /*non_blocking=*/false);
 }
 

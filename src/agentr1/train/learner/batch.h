@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -44,6 +45,12 @@ struct PackedRow {
   std::vector<float> old_logprob;       // [len] log-prob under the policy before the update
                                         // (filled by the learner; empty until then)
   std::vector<float> ref_logprob;       // [len] log-prob under the frozen reference (or empty)
+  // Distillation columns (algorithm.distill; empty otherwise), the teacher's judgement of
+  // the state before each token, like the log-probs above.
+  std::vector<float> teacher_logprob;   // [len] the routed teacher's log-prob of tokens[i]
+  std::vector<int32_t> teacher_topk_ids;   // [len * K] (loss topk_fkl) the teacher's K most
+                                        // likely ids at the position that produced tokens[i]
+  std::vector<float> teacher_topk_logprob; // [len * K] their log-probs under the teacher
   std::vector<float> entropy;           // [len] policy entropy at the position that produced
                                         // tokens[i] (scoring pass; empty unless asked for)
   // Critic columns (empty unless a critic is used). Like the log-probs, the entry of
@@ -54,6 +61,8 @@ struct PackedRow {
                                         // token (token_gae) or each step's first action token,
                                         // i.e. V(s_t) at the last prompt token (step-level gae)
   int64_t trajectory = 0;               // index into the trajectory list
+  std::string data_source;              // the trajectory's (Trajectory::data_source): which
+                                        // distillation teacher scores the row
   int64_t num_action_tokens() const;
 };
 
@@ -145,6 +154,10 @@ struct TrainBatch {
                                // step that sampled it; -1 off actions): a row's sequences
   at::Tensor old_logprobs;     // [B,T-1] fp32 from PackedRow::old_logprob (undefined if empty)
   at::Tensor ref_logprobs;     // [B,T-1] fp32 from PackedRow::ref_logprob (undefined if empty)
+  at::Tensor teacher_logprobs; // [B,T-1] fp32 from PackedRow::teacher_logprob (undefined if empty)
+  at::Tensor teacher_topk_ids; // [B,T-1,K] int64 from PackedRow::teacher_topk_ids (undefined if
+                               // empty; 0 off the rows' scored tokens)
+  at::Tensor teacher_topk_logprobs;  // [B,T-1,K] fp32 from PackedRow::teacher_topk_logprob
   at::Tensor values;           // [B,T-1] fp32 from PackedRow::value (undefined if empty)
   at::Tensor returns;          // [B,T-1] fp32 from PackedRow::returns (undefined if empty)
   at::Tensor value_mask;       // [B,T-1] fp32 from PackedRow::value_mask (undefined if empty)

@@ -24,12 +24,12 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
                                const at::Tensor& targets, double temperature, int64_t chunk) {
     at::NoGradGuard ng;
     const int64_t n = hidden.size(0);
-    at::Tensor lp = at::empty({n}, hidden.options().dtype(at::kFloat));
+    at::Tensor lp = at::empty({n, targets.size(1)}, hidden.options().dtype(at::kFloat));  // [N,K]
     at::Tensor ent = at::empty({n}, hidden.options().dtype(at::kFloat));
     for (int64_t lo = 0; lo < n; lo += chunk) {
       const int64_t hi = std::min(n, lo + chunk);
       const at::Tensor logp = at::log_softmax(chunk_logits(hidden, weight, lo, hi, temperature), -1);
-      lp.narrow(0, lo, hi - lo).copy_(logp.gather(-1, targets.narrow(0, lo, hi - lo).unsqueeze(-1)).squeeze(-1));
+      lp.narrow(0, lo, hi - lo).copy_(logp.gather(-1, targets.narrow(0, lo, hi - lo)));
       ent.narrow(0, lo, hi - lo).copy_(-(logp.exp() * logp).sum(-1));
     }
     ctx->save_for_backward({hidden, weight, targets, ent});
@@ -44,7 +44,8 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     const double temperature = ctx->saved_data["temperature"].toDouble();
     const int64_t chunk = ctx->saved_data["chunk"].toInt();
     const int64_t n = hidden.size(0);
-    const at::Tensor g_lp = grads[0].defined() ? grads[0] : at::zeros({n}, hidden.options().dtype(at::kFloat));
+    const at::Tensor g_lp =
+        grads[0].defined() ? grads[0] : at::zeros({n, targets.size(1)}, hidden.options().dtype(at::kFloat));  // [N,K]
     const at::Tensor g_ent = grads[1].defined() ? grads[1] : at::Tensor();
     const bool need_h = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
     at::Tensor gh = need_h ? at::empty_like(hidden) : at::Tensor();
@@ -54,9 +55,9 @@ struct ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
       const int64_t hi = std::min(n, lo + chunk), m = hi - lo;
       const at::Tensor logp = at::log_softmax(chunk_logits(hidden, weight, lo, hi, temperature), -1);  // [m,V]
       const at::Tensor p = logp.exp();
-      // dlp/dz = onehot(y) - p ; dH/dz = -p (log p + H)
-      at::Tensor gz = p * (-g_lp.narrow(0, lo, m).unsqueeze(-1));
-      gz.scatter_add_(-1, targets.narrow(0, lo, m).unsqueeze(-1), g_lp.narrow(0, lo, m).unsqueeze(-1));
+      // dlp_k/dz = onehot(y_k) - p, summed over the K gathered ids; dH/dz = -p (log p + H)
+      at::Tensor gz = p * (-g_lp.narrow(0, lo, m).sum(/*dim=*/-1, /*keepdim=*/true));
+      gz.scatter_add_(-1, targets.narrow(0, lo, m), g_lp.narrow(0, lo, m));
       if (g_ent.defined())
         gz.sub_(p * (logp + ent.narrow(0, lo, m).unsqueeze(-1)) * g_ent.narrow(0, lo, m).unsqueeze(-1));
       if (temperature != 1.0) gz.div_(temperature);
@@ -73,13 +74,35 @@ std::pair<at::Tensor, at::Tensor> chunked_token_logprobs(const at::Tensor& hidde
                                                          const at::Tensor& targets, double temperature,
                                                          int64_t chunk) {
   AGENTR1_CHECK(hidden.dim() == 2 && head_weight.dim() == 2 && hidden.size(1) == head_weight.size(1) &&
-                    targets.dim() == 1 && targets.size(0) == hidden.size(0),
+                    (targets.dim() == 1 || (targets.dim() == 2 && targets.size(1) >= 1)) &&
+                    targets.size(0) == hidden.size(0),
                 "chunked_token_logprobs: hidden " << hidden.sizes() << ", head " << head_weight.sizes()
                                                   << ", targets " << targets.sizes() << " do not fit");
   AGENTR1_CHECK(chunk >= 1 && temperature > 0, "chunked_token_logprobs: chunk " << chunk << ", temperature "
                                                                                 << temperature);
-  const variable_list out = ChunkedLogprobs::apply(hidden, head_weight, targets, temperature, chunk);
-  return {out[0], out[1]};
+  const bool one = targets.dim() == 1;
+  const variable_list out =
+      ChunkedLogprobs::apply(hidden, head_weight, one ? targets.unsqueeze(-1) : targets, temperature, chunk);
+  return {one ? out[0].squeeze(-1) : out[0], out[1]};
+}
+
+std::pair<at::Tensor, at::Tensor> chunked_topk_logprobs(const at::Tensor& hidden, const at::Tensor& head_weight,
+                                                        int64_t k, double temperature, int64_t chunk) {
+  AGENTR1_CHECK(hidden.dim() == 2 && head_weight.dim() == 2 && hidden.size(1) == head_weight.size(1) && k >= 1 &&
+                    k <= head_weight.size(0) && chunk >= 1 && temperature > 0,
+                "chunked_topk_logprobs: hidden " << hidden.sizes() << ", head " << head_weight.sizes() << ", k " << k
+                                                 << ", chunk " << chunk << ", temperature " << temperature);
+  at::NoGradGuard ng;
+  const int64_t n = hidden.size(0);
+  at::Tensor ids = at::empty({n, k}, hidden.options().dtype(at::kLong));
+  at::Tensor lp = at::empty({n, k}, hidden.options().dtype(at::kFloat));
+  for (int64_t lo = 0; lo < n; lo += chunk) {
+    const int64_t hi = std::min(n, lo + chunk);
+    const auto [v, i] = at::log_softmax(chunk_logits(hidden, head_weight, lo, hi, temperature), -1).topk(k, -1);
+    lp.narrow(0, lo, hi - lo).copy_(v);
+    ids.narrow(0, lo, hi - lo).copy_(i);
+  }
+  return {ids, lp};
 }
 
 }  // namespace agentr1::train

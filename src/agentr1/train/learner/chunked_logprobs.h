@@ -22,11 +22,18 @@
 namespace agentr1::train {
 
 // lp[i] = log softmax(hidden[i] W^T / temperature)[targets[i]], ent[i] = its entropy.
+// targets may also be [N,K] (K ids per token, e.g. a teacher's top-k): lp is then [N,K]
+// and its gradient reaches the logits as sum_k g_ik (onehot(y_ik) - p_i).
 // chunk: tokens per block (>= 1). hidden and W may be any float dtype (the logits are
 // formed as the dense path forms them: in that dtype, then fp32).
 std::pair<at::Tensor, at::Tensor> chunked_token_logprobs(const at::Tensor& hidden, const at::Tensor& head_weight,
                                                          const at::Tensor& targets, double temperature,
                                                          int64_t chunk);
+
+// The k most likely ids of every token's distribution and their log-probs, chunk by
+// chunk, no grad: {ids [N,k] int64, lp [N,k] fp32}, in descending order of log-prob.
+std::pair<at::Tensor, at::Tensor> chunked_topk_logprobs(const at::Tensor& hidden, const at::Tensor& head_weight,
+                                                        int64_t k, double temperature, int64_t chunk);
 
 // Chunk size: train/memory_budget.h logits_chunk_tokens (the memory plan counts it).
 

@@ -31,6 +31,8 @@ Learner::Learner(model::Transformer policy, model::Transformer reference, std::u
 
 Learner::~Learner() = default;
 
+void Learner::set_teachers(std::unique_ptr<TeacherSet> teachers) { teachers_ = std::move(teachers); }
+
 void Learner::set_process_group(ProcessGroup* pg) {
   pg_ = pg;
   actor_.set_process_group(pg);
@@ -50,6 +52,7 @@ void Learner::fill_columns(std::vector<PackedRow>& rows, Metrics& m) {
                    actor_.options().loop.scoring(device_, actor_.options().temperature));
     m["timing/ref"] = seconds_since(t0);
   }
+  if (teachers_) merge_into(m, teachers_->score(rows, actor_.options().loop.scoring(device_, actor_.options().temperature)));
   if (critic_) {
     t0 = std::chrono::steady_clock::now();
     critic_->fill_values(rows);
@@ -79,7 +82,11 @@ Metrics Learner::score(std::vector<PackedRow>& rows) {
     for (size_t i = 0; i < rows.size(); ++i)
       if (owned[i]) rows[i] = std::move(local[k++]);
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::vector<float> PackedRow::*> cols{&PackedRow::ref_logprob, &PackedRow::value};
+    std::vector<std::vector<float> PackedRow::*> cols{&PackedRow::ref_logprob, &PackedRow::value,
+                                                      &PackedRow::teacher_logprob};
+    AGENTR1_CHECK(!teachers_ || teachers_->options().kind != algo::DistillLoss::kTopkFkl,
+                  "algorithm.distill.loss=topk_fkl with data-parallel ranks is not supported yet (the top-k columns "
+                  "are not shared between ranks); HINT: algorithm.distill.loss=k1_pg, or one process");
     if (!bypass) cols.push_back(&PackedRow::old_logprob);
     share_row_columns(rows, owned, cols, *pg_);
     m["timing/share_scores"] = seconds_since(t0);
@@ -131,6 +138,13 @@ Metrics Learner::score(std::vector<PackedRow>& rows) {
   }
   m["batch/row_tokens_per_trajectory"] = row_tokens / static_cast<double>(std::max<size_t>(1, trajectories.size()));
   m["batch/action_tokens"] = static_cast<double>(n);
+  // Learner compute of the scoring passes, 2 x parameters x tokens each (a forward; the
+  // teachers count their own in perf/teacher_gflop).
+  const double p = static_cast<double>(actor_.policy()->config().num_parameters());
+  const double passes = (bypass ? 0.0 : 1.0) + (has_reference() ? 1.0 : 0.0);
+  double gflop = 2.0 * p * row_tokens * passes / 1e9;
+  if (critic_) gflop += 2.0 * static_cast<double>(critic_->model()->body()->config().num_parameters()) * row_tokens / 1e9;
+  m["perf/score_gflop"] = gflop;
   return m;
 }
 
@@ -142,6 +156,18 @@ Metrics Learner::update(const std::vector<PackedRow>& rows, bool update_actor) {
     m["timing/update_critic"] = seconds_since(t0);
     m.insert(cm.begin(), cm.end());
   }
+  // Learner compute of the updates: 6 x parameters x tokens per epoch (forward and
+  // backward), the usual estimate.
+  double tokens = 0;
+  for (const auto& r : rows) tokens += static_cast<double>(r.tokens.size());
+  double gflop = 0;
+  if (critic_)
+    gflop += 6.0 * static_cast<double>(critic_->model()->body()->config().num_parameters()) * tokens *
+             critic_->options().loop.ppo_epochs / 1e9;
+  if (update_actor)
+    gflop += 6.0 * static_cast<double>(actor_.policy()->config().num_parameters()) * tokens *
+             actor_.options().loop.ppo_epochs / 1e9;
+  m["perf/update_gflop"] = gflop;
   if (update_actor) {
     const auto t0 = std::chrono::steady_clock::now();
     const Metrics am = actor_.update(rows);

@@ -8,7 +8,8 @@
 //
 // score() fills what the losses need and nothing else: old_logprob always (the
 // engine's behaviour log-probs with actor.use_rollout_logprobs, else a scoring pass),
-// ref_logprob when there is a reference, value when there is a critic. The reference
+// ref_logprob when there is a reference, value when there is a critic, the teacher
+// columns when there are distillation teachers. The reference
 // is scored with score_logprobs (no optimiser, no grad). How far the learner's log-probs
 // of the sampled tokens are from the engine's (rollout/logprob_max_diff: the same
 // weights score the same tokens, so this is the exactness check of a step) comes from
@@ -22,6 +23,7 @@
 #include "agentr1/train/learner/actor.h"
 #include "agentr1/train/learner/batch.h"
 #include "agentr1/train/learner/critic.h"
+#include "agentr1/train/distill.h"
 #include "agentr1/train/learner/metrics.h"
 #include "agentr1/train/learner/update.h"
 
@@ -47,6 +49,11 @@ class Learner {
   // this rank's share and sums the gradients. nullptr (default) = one process.
   void set_process_group(ProcessGroup* pg);
 
+  // Online policy distillation: score() also fills the rows' teacher columns from these
+  // teachers (distill.h), after the old log-probs. nullptr (default) = none.
+  void set_teachers(std::unique_ptr<TeacherSet> teachers);
+  const TeacherSet* teachers() const { return teachers_.get(); }
+
   Actor& actor() { return actor_; }
   Critic* critic() { return critic_.get(); }
   bool has_reference() const { return !reference_.is_empty(); }
@@ -55,6 +62,7 @@ class Learner {
   Actor actor_;
   model::Transformer reference_{nullptr};
   std::unique_ptr<Critic> critic_;
+  std::unique_ptr<TeacherSet> teachers_;
   at::Device device_;
   ProcessGroup* pg_ = nullptr;
 

@@ -86,6 +86,31 @@ TEST(ChunkedHeadTest, OnlyTheLogprobsTermOrOnlyTheEntropyTerm) {
   }
 }
 
+// K ids per token (a distillation teacher's top-k, with the sampled target in column 0):
+// values and gradients equal the dense gather of the same columns; and the top-k pass
+// returns the dense top-k.
+TEST(ChunkedHeadTest, SeveralIdsPerTokenAndTopkEqualTheDensePath) {
+  const int64_t N = 11, H = 8, V = 29, K = 4;
+  const at::Tensor h0 = randn({N, H}, 21), w0 = randn({V, H}, 22, 0.7);
+  const at::Tensor ids = at::cat({random_ids(1, N, V, 23)[0].unsqueeze(-1), random_ids(N, K - 1, V, 24)}, 1);  // [N,K]
+  const at::Tensor a = randn({N, K}, 25), b = randn({N}, 26);
+  at::Tensor hd = h0.clone().requires_grad_(true), wd = w0.clone().requires_grad_(true);
+  const at::Tensor logp = at::log_softmax(at::linear(hd, wd) / 0.8, -1);
+  const at::Tensor lp_d = logp.gather(-1, ids);
+  ((lp_d * a).sum() + (-(logp.exp() * logp).sum(-1) * b).sum()).backward();
+  at::Tensor hc = h0.clone().requires_grad_(true), wc = w0.clone().requires_grad_(true);
+  auto [lp_c, ent_c] = chunked_token_logprobs(hc, wc, ids, 0.8, 3);
+  ASSERT_EQ(lp_c.sizes(), (at::IntArrayRef{N, K}));
+  ((lp_c * a).sum() + (ent_c * b).sum()).backward();
+  EXPECT_LE(max_abs(lp_c, lp_d), 1e-5);
+  EXPECT_LE(max_abs(hc.grad(), hd.grad()), 1e-5);
+  EXPECT_LE(max_abs(wc.grad(), wd.grad()), 1e-5);
+  const auto [top_ids, top_lp] = chunked_topk_logprobs(h0, w0, K, 0.8, 3);
+  const auto [v, i] = at::log_softmax(at::linear(h0, w0) / 0.8, -1).topk(K, -1);
+  EXPECT_LE(max_abs(top_lp, v), 1e-5);
+  EXPECT_TRUE(at::equal(top_ids, i));  // random logits: no ties
+}
+
 // Gradients of every trainable parameter after one backward of a loss over the logits.
 // With block > 0 the attention runs in tiles of that many tokens (else dense); the
 // logits come back under the key "logits".

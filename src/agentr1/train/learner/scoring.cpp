@@ -24,13 +24,26 @@ at::Tensor batch_logits(model::TransformerImpl& model, const TrainBatch& batch) 
 }
 
 at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, at::Tensor* entropy,
-                           double temperature) {
+                           double temperature, const at::Tensor& extra_ids, at::Tensor* extra_lp) {
+  const bool extra = extra_lp != nullptr;
+  AGENTR1_CHECK(!extra || (extra_ids.dim() == 3 && extra_ids.size(0) == batch.targets.size(0) &&
+                           extra_ids.size(1) == batch.targets.size(1)),
+                "target_logprobs: extra ids " << extra_ids.sizes() << " do not fit targets " << batch.targets.sizes());
   // Logits beyond one chunk (~64 MiB fp32) go through the head chunk by chunk, forward and
   // backward (chunked_logprobs.h); smaller batches keep the dense path and its numbers.
   const int64_t chunk = logits_chunk_tokens(model->config().vocab_size);
   if (batch.targets.numel() > chunk) {
     const at::Tensor h = batch_hidden_states(*model, batch).slice(/*dim=*/1, 0, -1);  // [B,T-1,H]
     const int64_t B = h.size(0), T = h.size(1);
+    if (extra) {  // the target and the K extra ids in one pass: [N, 1+K]
+      const int64_t k = extra_ids.size(2);
+      const at::Tensor ids = at::cat({batch.targets.reshape({-1, 1}), extra_ids.reshape({-1, k})}, /*dim=*/1);
+      auto [lp, ent] = chunked_token_logprobs(h.reshape({B * T, h.size(2)}), model->lm_head_weight(), ids,
+                                              temperature, chunk);
+      if (entropy != nullptr) *entropy = ent.view({B, T});
+      *extra_lp = lp.slice(/*dim=*/1, 1).reshape({B, T, k});
+      return lp.select(/*dim=*/1, 0).reshape({B, T});
+    }
     auto [lp, ent] = chunked_token_logprobs(h.reshape({B * T, h.size(2)}), model->lm_head_weight(),
                                             batch.targets.reshape({-1}), temperature, chunk);
     if (entropy != nullptr) *entropy = ent.view({B, T});
@@ -41,6 +54,7 @@ at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, a
   at::Tensor logp_all = at::log_softmax(logits, /*dim=*/-1);  // [B,T-1,V]
   at::Tensor lp = logp_all.gather(/*dim=*/-1, batch.targets.unsqueeze(-1)).squeeze(-1);
   if (entropy != nullptr) *entropy = -(logp_all.exp() * logp_all).sum(/*dim=*/-1);
+  if (extra) *extra_lp = logp_all.gather(/*dim=*/-1, extra_ids);
   return lp;
 }
 
@@ -86,6 +100,47 @@ void score_logprobs(model::Transformer& model, std::vector<PackedRow>& rows, std
       at::Tensor lp = target_logprobs(model, b, entropy_field != nullptr ? &ent : nullptr, o.temperature);
       write_back(rows, b, field, to_host(lp));
       if (entropy_field != nullptr) write_back(rows, b, entropy_field, to_host(ent));
+    }
+  } catch (...) {
+    model->train(was_training);
+    throw;
+  }
+  model->train(was_training);
+}
+
+void score_teacher(model::Transformer& model, std::vector<PackedRow>& rows, const ScoringOptions& o, int64_t topk) {
+  AGENTR1_CHECK(o.temperature > 0, "score_teacher: temperature must be > 0, got " << o.temperature);
+  AGENTR1_CHECK(topk >= 0 && topk <= model->config().vocab_size,
+                "score_teacher: topk " << topk << " is not in 0.." << model->config().vocab_size);
+  score_logprobs(model, rows, &PackedRow::teacher_logprob, o);
+  if (topk == 0) return;
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  const size_t k = static_cast<size_t>(topk);
+  try {
+    for (const auto& mb : make_micro_batches(rows, o.micro_batch_size, o.micro_batch_max_tokens, o.tree_packing)) {
+      const TrainBatch b = collate(rows, mb, o.min_shared_prefix, o.device, o.tree_packing);
+      const at::Tensor h = batch_hidden_states(*model, b).slice(/*dim=*/1, 0, -1);  // [B,T-1,H]
+      const int64_t B = h.size(0), T = h.size(1);
+      auto [ids, lp] = chunked_topk_logprobs(h.reshape({B * T, h.size(2)}), model->lm_head_weight(), topk,
+                                             o.temperature, logits_chunk_tokens(model->config().vocab_size));
+      const at::Tensor ids_h = ids.to(at::Device(at::kCPU)).view({B, T, topk}).contiguous();
+      const at::Tensor lp_h = to_host(lp).view({B, T, topk});
+      auto ia = ids_h.accessor<int64_t, 3>();
+      auto la = lp_h.accessor<float, 3>();
+      const size_t p = static_cast<size_t>(b.prefix_len);
+      for (size_t i = 0; i < b.rows.size(); ++i) {
+        PackedRow& row = rows[static_cast<size_t>(b.rows[i])];
+        row.teacher_topk_ids.assign(row.tokens.size() * k, 0);
+        row.teacher_topk_logprob.assign(row.tokens.size() * k, 0.0f);
+        for (size_t t = p + 1; t < row.tokens.size(); ++t)
+          for (size_t j = 0; j < k; ++j) {
+            const int64_t c = static_cast<int64_t>(t - p - 1);
+            row.teacher_topk_ids[t * k + j] = static_cast<int32_t>(ia[static_cast<int64_t>(i)][c][static_cast<int64_t>(j)]);
+            row.teacher_topk_logprob[t * k + j] = la[static_cast<int64_t>(i)][c][static_cast<int64_t>(j)];
+          }
+      }
     }
   } catch (...) {
     model->train(was_training);

@@ -43,8 +43,12 @@ at::Tensor batch_logits(model::TransformerImpl& model, const TrainBatch& batch);
 // Log-probs of batch.targets under `model` with logits divided by `temperature`:
 // [B,T-1] fp32. If entropy != nullptr it receives the per-position entropy [B,T-1] of
 // the same distribution. Grad flows unless under NoGradGuard.
+// With extra_ids [B,T-1,K] and extra_lp: *extra_lp receives the log-probs of those ids
+// at each position [B,T-1,K], from the same distribution (grad flows; the student's
+// log-probs of a teacher's top-k, algorithm.distill.loss=topk_fkl).
 at::Tensor target_logprobs(model::Transformer& model, const TrainBatch& batch, at::Tensor* entropy = nullptr,
-                           double temperature = 1.0);
+                           double temperature = 1.0, const at::Tensor& extra_ids = at::Tensor(),
+                           at::Tensor* extra_lp = nullptr);
 
 // Runs fn (-> [B,T-1] scores in the target layout) on micro-batches of rows without
 // grad and writes rows[i].*field (resized to the row). The modules fn uses should be in
@@ -57,5 +61,13 @@ void score_rows(std::vector<PackedRow>& rows, std::vector<float> PackedRow::*fie
 // model's training mode is restored afterwards.
 void score_logprobs(model::Transformer& model, std::vector<PackedRow>& rows, std::vector<float> PackedRow::*field,
                     const ScoringOptions& opts, std::vector<float> PackedRow::*entropy_field = nullptr);
+
+// A distillation teacher's judgement of the rows (no grad; the model's training mode is
+// restored): teacher_logprob of every token (as score_logprobs computes it, so a teacher
+// equal to the policy gives the policy's bits), and with topk > 0 teacher_topk_ids /
+// teacher_topk_logprob, the topk most likely ids at each position and their log-probs
+// (token 0 and shared-prefix tokens get id 0 and log-prob 0, as in the other columns).
+void score_teacher(model::Transformer& model, std::vector<PackedRow>& rows, const ScoringOptions& opts,
+                   int64_t topk);
 
 }  // namespace agentr1::train
