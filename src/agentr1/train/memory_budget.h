@@ -79,12 +79,15 @@ struct MemoryPlan {
 // empty). rollout.kv_blocks > 0 is taken as given; 0 gives each engine
 // min(kv_blocks_default, what fits in the budget after everything else). Never throws for
 // a configuration that does not fit: fits is false and check_memory_plan says why.
+// teachers: the distillation teachers' shapes by name (algorithm.distill), frozen weights
+// in model.dtype each.
 MemoryPlan plan_memory(const TrainConfig& cfg, const model::ModelConfig& policy,
                        const std::optional<model::ModelConfig>& critic, const MemoryBudget& budget,
                        const std::map<std::string, model::ModelConfig>& teachers = {});
 
 // plan_memory for cfg as RLTrainer runs it: the policy's shape from model.path/config.json,
-// the critic's from critic.model_path/config.json (when it has one), the budget from
+// the critic's from critic.model_path/config.json (when it has one), each distillation
+// teacher's from its directory (not the policy's LoRA base), the budget from
 // resolve_memory_budget(trainer.memory_gb). Reads those files only, not the weights.
 // Throws Error naming a config.json that cannot be read.
 MemoryPlan plan_run_memory(const TrainConfig& cfg);
