@@ -15,128 +15,24 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
+#include "agentr1/rollout/remote_http.h"
 
 namespace agentr1::rollout {
 namespace {
 
+using remote::body_message;
+using remote::field_of;
+using remote::float_for_wire;
+using remote::http_call;
+using remote::make_client;
+using remote::malformed;
+using remote::parse_body;
+using remote::Reply;
+using remote::snippet;
+
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kAffinityEntries = 1 << 16;  // keys remembered (oldest forgotten first)
-constexpr double kMaxBackoffS = 30.0;
-constexpr double kMaxConnectS = 10.0;
-
-std::string snippet(const std::string& s, size_t n = 300) {
-  return s.size() <= n ? s : s.substr(0, n) + "...";
-}
-
-// The message of an error body: OpenAI's {"error": {"message"}}, SGLang's / ours
-// {"message"} or {"detail"}; else the body itself (shortened).
-std::string body_message(const std::string& body) {
-  const json j = json::parse(body, nullptr, false);
-  if (j.is_object()) {
-    if (j.contains("error") && j["error"].is_object() && j["error"].contains("message") &&
-        j["error"]["message"].is_string())
-      return j["error"]["message"].get<std::string>();
-    if (j.contains("error") && j["error"].is_string()) return j["error"].get<std::string>();
-    for (const char* k : {"message", "detail"})
-      if (j.contains(k) && j[k].is_string()) return j[k].get<std::string>();
-  }
-  return body.empty() ? "(empty body)" : snippet(body);
-}
-
-// The shortest decimal that reads back as the same float, as a double: 0.7f goes out as
-// 0.7, not 0.699999988079071 (a server parsing a double then rounding to float gets x).
-double float_for_wire(float x) {
-  if (!std::isfinite(x)) return static_cast<double>(x);
-  char buf[32];
-  for (int prec = 6; prec <= 9; ++prec) {
-    std::snprintf(buf, sizeof(buf), "%.*g", prec, static_cast<double>(x));
-    if (std::strtof(buf, nullptr) == x) return std::strtod(buf, nullptr);
-  }
-  return static_cast<double>(x);
-}
-
-std::unique_ptr<httplib::Client> make_client(const std::string& url, const RemoteOptions& o) {
-  auto cli = std::make_unique<httplib::Client>(url);
-  auto usec = [](double s) { return std::chrono::microseconds(static_cast<int64_t>(s * 1e6)); };
-  cli->set_connection_timeout(usec(std::min(o.timeout_s, kMaxConnectS)));
-  cli->set_read_timeout(usec(o.timeout_s));
-  cli->set_write_timeout(usec(o.timeout_s));
-  // A connection per request: servers that give each open connection a thread (cpp-httplib,
-  // agentr1 serve) would otherwise hold one per idle worker of ours and make the others
-  // queue until an idle one times out (measured: 5.6 s instead of 0.6 s of generation for
-  // 64 requests on 16 server threads). Connecting costs well under a millisecond on a LAN.
-  cli->set_keep_alive(false);
-  if (!o.api_key.empty()) cli->set_bearer_token_auth(o.api_key);
-  return cli;
-}
-
-struct Reply {
-  int status = 0;
-  std::string body;
-};
-
-// One HTTP request with the retry policy of the header. Returns the reply of the first
-// attempt answered with a status below 500 (4xx included: the caller words its error);
-// throws Error after the last failed attempt.
-Reply http_call(httplib::Client& cli, const std::string& url, const RemoteOptions& o, const std::string& method,
-                const std::string& path, const std::string& body, std::atomic<int64_t>& retries) {
-  const std::string what = method + " " + path;
-  const int attempts = 1 + o.retries;
-  std::string cause;
-  for (int a = 1; a <= attempts; ++a) {
-    const auto t0 = Clock::now();
-    httplib::Result res = method == "GET" ? cli.Get(path.c_str())
-                                          : cli.Post(path.c_str(), body, "application/json");
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (res) {
-      if (res->status < 500) return Reply{res->status, res->body};
-      cause = "HTTP " + std::to_string(res->status) + ": " + body_message(res->body);
-    } else {
-      const httplib::Error e = res.error();
-      std::ostringstream os;
-      if (e == httplib::Error::Connection || e == httplib::Error::ConnectionTimeout) {
-        os << "cannot connect (" << httplib::to_string(e) << ")";
-      } else if (e == httplib::Error::Read && dt >= 0.9 * o.timeout_s) {
-        os << "no response within rollout.remote.timeout_s=" << o.timeout_s << " s";
-      } else {
-        os << "the connection failed after " << dt << " s (" << httplib::to_string(e) << ")";
-      }
-      cause = os.str();
-    }
-    if (a < attempts) {
-      const double wait = std::min(kMaxBackoffS, o.backoff_s * std::pow(2.0, a - 1));
-      retries.fetch_add(1);
-      AGENTR1_LOG(DEBUG) << "remote engine " << url << ": " << what << " attempt " << a << " of " << attempts
-                         << " failed (" << cause << "); retrying in " << wait << " s";
-      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-      cli.stop();  // a fresh connection for the next attempt
-    }
-  }
-  throw Error("remote engine " + url + ": " + what + " failed after " + std::to_string(attempts) + " attempt" +
-              (attempts == 1 ? "" : "s") + " (rollout.remote.retries=" + std::to_string(o.retries) + "): " + cause +
-              ". HINT: is the server running and reachable at " + url + "? (a slow one: raise rollout.remote.timeout_s)");
-}
-
-json parse_body(const Reply& r, const std::string& url, const std::string& what) {
-  json j = json::parse(r.body, nullptr, false);
-  AGENTR1_CHECK(!j.is_discarded(), "remote engine " << url << ": " << what << ": the response is not JSON: "
-                                                    << snippet(r.body));
-  AGENTR1_CHECK(j.is_object(), "remote engine " << url << ": " << what << ": the response is not a JSON object: "
-                                                << snippet(r.body));
-  return j;
-}
-
-[[noreturn]] void malformed(const std::string& field, const std::string& rule, const json& got) {
-  throw Error("malformed response: field '" + field + "' " + rule + ", got " +
-              (got.is_null() ? std::string("nothing") : snippet(got.dump())));
-}
-
-const json& field_of(const json& obj, const std::string& key, const std::string& path) {
-  static const json null_json;
-  if (!obj.is_object() || !obj.contains(key)) malformed(path, "is missing", null_json);
-  return obj[key];
-}
 
 // A stop token the server did not return is appended (see the header).
 void append_missing_stop(GenResult& r, TokenId stop, bool* unknown_logprob) {
@@ -398,7 +294,7 @@ struct RemoteGenerator::Impl {
     const std::string path = api == RemoteApi::kOpenAI ? "/v1/completions" : "/generate";
     const std::string what = "POST " + path;
     const Reply rep =
-        http_call(cli, url, opts, "POST", path, request_body(req, server.unsigned_seed).dump(), retries);
+        http_call(cli, url, remote::http_policy(opts), "POST", path, request_body(req, server.unsigned_seed).dump(), retries);
     if (rep.status >= 400)
       throw Error("remote engine " + url + ": " + what + " was refused with HTTP " + std::to_string(rep.status) +
                   " (not retried): " + body_message(rep.body));
@@ -433,7 +329,7 @@ struct RemoteGenerator::Impl {
   }
 
   void worker(Server* s) {
-    std::unique_ptr<httplib::Client> cli = make_client(s->url, opts);
+    std::unique_ptr<httplib::Client> cli = make_client(s->url, remote::http_policy(opts));
     for (;;) {
       std::unique_ptr<Job> job;
       {
@@ -467,10 +363,10 @@ struct RemoteGenerator::Impl {
   // GET /v1/models (openai) or /health (sglang) on every server; learns the model name.
   void check_servers() {
     for (const auto& s : servers) {
-      auto cli = make_client(s->url, opts);
+      auto cli = make_client(s->url, remote::http_policy(opts));
       const std::string path = api == RemoteApi::kOpenAI ? "/v1/models" : "/health";
       const Reply rep = with_context("checking the server at start (rollout.remote.urls)", [&] {
-        return http_call(*cli, s->url, opts, "GET", path, "", retries);
+        return http_call(*cli, s->url, remote::http_policy(opts), "GET", path, "", retries);
       });
       AGENTR1_CHECK(rep.status < 400, "remote engine " << s->url << ": GET " << path << " answered HTTP "
                                                        << rep.status << ": " << body_message(rep.body)
@@ -576,8 +472,8 @@ void RemoteGenerator::update_weights(const std::string& model_path, int64_t poli
   for (const auto& s : impl_->servers) {
     calls.push_back(std::async(std::launch::async, [&, url = s->url]() -> std::string {
       try {
-        auto cli = make_client(url, impl_->opts);
-        const Reply rep = http_call(*cli, url, impl_->opts, "POST", "/update_weights_from_disk", payload,
+        auto cli = make_client(url, remote::http_policy(impl_->opts));
+        const Reply rep = http_call(*cli, url, remote::http_policy(impl_->opts), "POST", "/update_weights_from_disk", payload,
                                     impl_->retries);
         const json j = json::parse(rep.body, nullptr, false);
         const std::string msg = body_message(rep.body);
