@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Data parallelism end to end (`agentr1 launch`, Gloo on 127.0.0.1), on a tiny model:
-#  1. GRPO, and PPO with a critic, KL in the reward and a scoring pass: 2 ranks give the
+#  1. GRPO, PPO with a critic, KL in the reward and a scoring pass, and GRPO with online
+#     policy distillation from a second model (k1_pg plus the task's advantage, the
+#     teacher's log-probs compared as losses are): 2 ranks give the
 #     same trajectories (every token of every step, and step 1's behaviour log-probs, all
 #     compared exactly) as 1 process with
 #     the same global batch and seed, the same gradient norms and losses in step 1 (to
@@ -35,6 +37,11 @@ grpo=(trainer.total_steps=3)
 ppo=(trainer.total_steps=4 algorithm.adv_estimator=gae algorithm.use_kl_in_reward=true
      algorithm.kl_ctrl.type=adaptive algorithm.kl_ctrl.kl_coef=0.5 actor.use_rollout_logprobs=false
      critic.optim.lr=1e-2)
+# Online policy distillation (k1_pg) from a teacher with other weights: each rank scores
+# its own rows with the teacher, then the columns are shared.
+"$bin" init-model --arch qwen3 --tokenizer "$src/tests/fixtures/flow/tiny_qwen3" --hidden-size 32 \
+  --intermediate-size 64 --layers 2 --heads 4 --kv-heads 2 --seed 6 --out "$tmp/teacher" >/dev/null || exit 1
+opd=(trainer.total_steps=3 algorithm.distill.teacher="$tmp/teacher" algorithm.distill.use_task_rewards=true)
 
 compare() {  # compare ONE TWO PARAM_TOL
   python3 - "$1" "$2" "$3" <<'EOF'
@@ -68,7 +75,8 @@ ok = ok and sorted(ma) == sorted(mb) and len(ma) > 0
 # they are held to 1e-2 only (a gradient summed wrongly is off by a factor of 2).
 worst = {1: 0.0, 2: 0.0}
 for s in ma:
-    for k in ("actor/grad_norm", "critic/grad_norm", "actor/pg_loss", "critic/vf_loss", "actor/entropy"):
+    for k in ("actor/grad_norm", "critic/grad_norm", "actor/pg_loss", "critic/vf_loss", "actor/entropy",
+              "distill/reverse_kl", "distill/teacher_logprob"):
         if k in ma[s]:
             x, y = ma[s][k], mb[s].get(k, float("nan"))
             d = abs(x - y) / max(abs(x), 1e-3)
@@ -93,7 +101,7 @@ sys.exit(0 if ok and d <= tol and pa.keys() == pb.keys() else 1)
 EOF
 }
 
-for algo in grpo ppo; do
+for algo in grpo ppo opd; do
   declare -n extra=$algo
   "$bin" train "${base[@]}" "${extra[@]}" trainer.threads=2 trainer.output_dir="$tmp/$algo-1" >"$tmp/$algo-1.log" 2>&1 ||
     { cat "$tmp/$algo-1.log"; exit 1; }

@@ -11,6 +11,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/testing.h"
+#include "agentr1/model/lora.h"
 #include "agentr1/model/transformer.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
 #include "agentr1/train/learner/actor.h"
@@ -153,6 +154,36 @@ TEST(TeacherSet, RefusesATeacherWithAnotherTokenizerNamingTheDifference) {
   EXPECT_NE(error_of([&] { TeacherSet(section("base"), student, load("model"), at::kFloat, at::Device(at::kCPU), 0); })
                 .find("the policy has no adapters"),
             std::string::npos);
+}
+
+// "base": the policy's own LoRA base scores, adapters off; the policy itself (adapters on)
+// is not the teacher. Checked against the plain model the adapters were added to.
+TEST(TeacherSet, BaseTeacherIsThePolicyWithoutItsAdapters) {
+  const text::Tokenizer student = text::Tokenizer::load(dir() + "/model");
+  model::Transformer policy = load("model");
+  model::LoraOptions lo;
+  lo.rank = 4;
+  policy->add_lora(lo, /*seed=*/3);
+  {
+    at::NoGradGuard ng;  // B starts at 0 (no change): move it so the adapted policy differs
+    for (auto& [name, t] : policy->lora_parameters()) t.normal_(0.0, 0.3);
+  }
+  TeacherSet ts(section("base"), student, policy, at::kFloat, at::Device(at::kCPU), 0);
+  std::vector<PackedRow> rows = pack_trajectories(make_trajs(student.vocab_size()), true);
+  ScoringOptions so;
+  ts.score(rows, so);
+  std::vector<PackedRow> plain = rows, adapted = rows;
+  model::Transformer base = load("model");
+  score_logprobs(base, plain, &PackedRow::old_logprob, so);
+  score_logprobs(policy, adapted, &PackedRow::old_logprob, so);
+  double to_base = 0, to_adapted = 0;
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (size_t i = 1; i < rows[r].tokens.size(); ++i) {
+      to_base = std::max<double>(to_base, std::abs(rows[r].teacher_logprob[i] - plain[r].old_logprob[i]));
+      to_adapted = std::max<double>(to_adapted, std::abs(rows[r].teacher_logprob[i] - adapted[r].old_logprob[i]));
+    }
+  EXPECT_LT(to_base, 1e-5);     // the base's numbers (float rounding: another module layout)
+  EXPECT_GT(to_adapted, 1e-3);  // not the adapted policy's
 }
 
 // The teacher's columns against its full forward over each row (log_softmax of all
@@ -355,6 +386,25 @@ TEST(DistillRun, TeacherEqualToTheStartingPolicyLogsZeroKlAtStepOne) {
   EXPECT_EQ(steps[0]["actor/grad_norm"].get<double>(), 0.0);
   EXPECT_TRUE(steps[0].contains("timing/teacher"));
   EXPECT_EQ(steps[0]["distill/rows/default"].get<double>(), steps[0]["batch/rows"].get<double>());
+  fs::remove_all(d);
+}
+
+// Asynchronous rollout: the teacher scores what the producer generated, whatever version
+// sampled it (the teacher phase is the learner's, after collection).
+TEST(DistillRun, AsynchronousRolloutIsScoredByTheTeacher) {
+  const std::string d = testing::make_tiny_model_dir("distill_async");
+  json tree = testing::tiny_run_tree(d, {"trainer.total_steps=3", "rollout.max_staleness=1",
+                                         "algorithm.distill.teacher=" + dir() + "/other",
+                                         "algorithm.distill.use_task_rewards=true"});
+  RLTrainer trainer(load_train_config(tree), tree);
+  trainer.run(false);
+  const std::vector<json> steps = testing::step_metrics(d + "/run");
+  ASSERT_EQ(steps.size(), 3u);
+  for (const json& m : steps) {
+    EXPECT_GT(std::abs(m["distill/reverse_kl"].get<double>()), 0.0);  // another model's judgement
+    EXPECT_EQ(m["distill/rows/default"].get<double>(), m["batch/rows"].get<double>());
+    EXPECT_GT(m["perf/teacher_gflop"].get<double>(), 0.0);
+  }
   fs::remove_all(d);
 }
 
