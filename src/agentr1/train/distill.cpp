@@ -9,6 +9,7 @@
 #include "agentr1/core/log.h"
 #include "agentr1/core/timing.h"
 #include "agentr1/model/lora.h"
+#include "agentr1/rollout/remote_scorer.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::train {
@@ -20,13 +21,30 @@ std::map<std::string, TeacherSpec> DistillSection::resolved_teachers() const {
   if (!teacher.empty()) {
     AGENTR1_CHECK(!out.count("default"),
                   "algorithm.distill.teacher and algorithm.distill.teachers.default are both set; HINT: keep one");
-    out["default"] = TeacherSpec{teacher, {}};
+    TeacherSpec one;
+    one.path = teacher;
+    out["default"] = one;
   }
   std::set<std::string> claimed;
   std::string catch_all;
   for (const auto& [name, t] : out) {
     const std::string key = "algorithm.distill.teachers." + name;
-    AGENTR1_CHECK(!t.path.empty(), key << ".path is empty; HINT: a model directory, or 'base' (the LoRA base)");
+    if (t.remote()) {
+      AGENTR1_CHECK(!t.path.empty(),
+                    key << ".url is set but " << key << ".path is empty: a remote teacher still needs path, the "
+                        << "directory of its tokenizer (tokenizer.json, tokenizer_config.json), to check that it "
+                           "reads token ids as the student does; HINT: the teacher model's directory, or a copy of "
+                           "its tokenizer files");
+      AGENTR1_CHECK(t.path != kBaseTeacher, key << ".path is 'base' (the policy's LoRA base) but " << key
+                                                << ".url is set; a remote teacher's path is its tokenizer directory");
+      rollout::RemoteScorerOptions ro;
+      ro.url = t.url;
+      ro.timeout_s = t.timeout_s;
+      ro.retries = t.retries;
+      ro.validate(key + ".");
+    }
+    AGENTR1_CHECK(!t.path.empty(), key << ".path is empty; HINT: a model directory, or 'base' (the LoRA base), "
+                                          "or url: a remote teacher's server (with path: its tokenizer)");
     if (t.data_sources.empty()) {
       AGENTR1_CHECK(catch_all.empty(), "teachers '" << catch_all << "' and '" << name
                                                     << "' both take every unlisted data_source (no data_sources); "
@@ -74,8 +92,35 @@ TeacherSet::TeacherSet(const DistillSection& cfg, const text::Tokenizer& student
                        at::ScalarType dtype, at::Device device, int64_t attention_block)
     : options_(cfg.options), specs_(cfg.resolved_teachers()), routing_(specs_), policy_(std::move(policy)) {
   options_.resolve("algorithm.distill.");
+  // The teacher's tokenizer (in dir) must read ids as the student's does.
+  auto check_tokenizer = [&student](const std::string& what, const std::string& dir) {
+    const text::Tokenizer tok = with_context(what + ": loading its tokenizer", [&] { return text::Tokenizer::load(dir); });
+    if (const std::optional<std::string> diff = text::vocabulary_difference(student, tok))
+      throw Error(what + " does not share the student's tokenizer: " + *diff +
+                  " (student vs teacher); the teacher must score the student's token ids as the same tokens. "
+                  "HINT: a teacher of the same model family and tokenizer");
+  };
   for (const std::string& name : routing_.names()) {
     const TeacherSpec& t = specs_.at(name);
+    remotes_.emplace_back();
+    if (t.remote()) {
+      const std::string what = "distillation teacher '" + name + "' (" + t.url + ", tokenizer " + t.path + ")";
+      AGENTR1_CHECK(fs::is_directory(t.path), what << ": no such tokenizer directory; HINT: path of a remote teacher is "
+                                                      "the directory of its tokenizer.json and tokenizer_config.json");
+      check_tokenizer(what, t.path);
+      rollout::RemoteScorerOptions ro;
+      ro.url = t.url;
+      ro.model = t.model;
+      ro.timeout_s = t.timeout_s;
+      ro.retries = t.retries;
+      remotes_.back() = with_context(what, [&] {
+        return std::make_unique<rollout::RemoteScorer>(ro, "algorithm.distill.teachers." + name + ".");
+      });
+      models_.emplace_back(nullptr);
+      AGENTR1_LOG(INFO) << what << ": remote, model '" << remotes_.back()->model_name()
+                        << "', tokenizer matches the student's";
+      continue;
+    }
     const std::string what = "distillation teacher '" + name + "' (" + t.path + ")";
     if (t.path == kBaseTeacher) {
       AGENTR1_CHECK(policy_ && policy_->lora() != nullptr,
@@ -87,12 +132,7 @@ TeacherSet::TeacherSet(const DistillSection& cfg, const text::Tokenizer& student
     }
     AGENTR1_CHECK(fs::is_directory(t.path), what << ": no such directory; HINT: a model directory in HF layout "
                                                     "(config.json, model.safetensors, tokenizer.json)");
-    const text::Tokenizer tok =
-        with_context(what + ": loading its tokenizer", [&] { return text::Tokenizer::load(t.path); });
-    if (const std::optional<std::string> diff = text::vocabulary_difference(student, tok))
-      throw Error(what + " does not share the student's tokenizer: " + *diff +
-                  " (student vs teacher); the teacher must score the student's token ids as the same tokens. "
-                  "HINT: a teacher of the same model family and tokenizer");
+    check_tokenizer(what, t.path);
     model::Transformer m =
         with_context(what + ": loading the model", [&] { return model::load_pretrained(t.path, dtype, device); });
     AGENTR1_CHECK(m->config().vocab_size >= student.vocab_size(),
@@ -116,6 +156,10 @@ Metrics TeacherSet::score(std::vector<PackedRow>& rows, const ScoringOptions& so
   for (size_t t = 0; t < models_.size(); ++t) {
     m["distill/rows/" + routing_.names()[t]] = static_cast<double>(of[t].size());
     if (of[t].empty()) continue;
+    if (remotes_[t]) {
+      score_remote(t, of[t], rows, so.temperature, topk);
+      continue;
+    }
     double tokens = 0;
     for (size_t i : of[t]) tokens += static_cast<double>(rows[i].tokens.size());
     m["perf/teacher_gflop"] += 2.0 * static_cast<double>(models_[t]->config().num_parameters()) * tokens / 1e9;
@@ -137,6 +181,29 @@ Metrics TeacherSet::score(std::vector<PackedRow>& rows, const ScoringOptions& so
   }
   m["timing/teacher"] = seconds_since(t0);
   return m;
+}
+
+void TeacherSet::score_remote(size_t t, const std::vector<size_t>& mine, std::vector<PackedRow>& rows,
+                              double temperature, int64_t topk) {
+  const rollout::RemoteScorer& scorer = *remotes_[t];
+  std::vector<TokenIds> seqs;
+  seqs.reserve(mine.size());
+  for (size_t i : mine) seqs.emplace_back(rows[i].tokens.begin(), rows[i].tokens.end());
+  const std::vector<rollout::PromptScores> got = with_context(
+      "distillation teacher '" + routing_.names()[t] + "'",
+      [&] { return scorer.score(seqs, temperature, static_cast<int>(topk)); });
+  const size_t k = static_cast<size_t>(topk);
+  for (size_t j = 0; j < mine.size(); ++j) {
+    PackedRow& r = rows[mine[j]];
+    const rollout::PromptScores& s = got[j];
+    AGENTR1_CHECK(s.logprob.size() == r.tokens.size() && s.topk_ids.size() == r.tokens.size() * k,
+                  "distillation teacher '" << routing_.names()[t] << "' (" << scorer.url() << "): "
+                                           << s.logprob.size() << " log-probs for a row of " << r.tokens.size()
+                                           << " tokens");
+    r.teacher_logprob = s.logprob;
+    r.teacher_topk_ids = s.topk_ids;
+    r.teacher_topk_logprob = s.topk_logprob;
+  }
 }
 
 Metrics distill_metrics(const std::vector<PackedRow>& rows, const TeacherRouting& routing,

@@ -7,6 +7,11 @@
 //       teachers:                                       # several, routed by data_source
 //         math: {path: /models/math, data_sources: [arith, gsm8k]}
 //         rest: {path: /models/general}                 # no list: the rows no one else claims
+//         big:                                          # a remote teacher: an OpenAI-compatible
+//           url: http://10.0.0.7:8000                   # server with vLLM's prompt_logprobs
+//           path: /models/big                           # (agentr1 serve, vLLM); path: where its
+//           data_sources: [hotpotqa]                    # tokenizer lives (required, checked)
+//           model: big                                  # optional: the served model's name
 //       loss: k1_pg          # or topk_fkl (topk: 32)
 //       coef: 1.0
 //       use_task_rewards: false
@@ -19,9 +24,15 @@
 // grad, at the rollout temperature (the distribution the student sampled from, so a
 // teacher equal to the student judges every token at exactly its log-prob and the reward
 // is 0). A teacher is a separate frozen model (never a second copy of the student), or
-// with LoRA the policy's own base (path "base": adapters off while it scores). Every
-// teacher must read ids as the student's tokenizer does: one whose vocabulary or special
-// tokens differ is refused at start, the first difference named.
+// with LoRA the policy's own base (path "base": adapters off while it scores), or a
+// remote one (url: an OpenAI-compatible server scores its rows, rollout/remote_scorer.h,
+// at the same temperature; the memory estimate leaves it out). Every teacher must read
+// ids as the student's tokenizer does: one whose vocabulary or special tokens differ is
+// refused at start, the first difference named (a remote teacher's tokenizer is read
+// from its path). A remote teacher's log-probs equal a local one's only where the server
+// applies the temperature as agentr1 serve does (vLLM reports temperature-1 log-probs),
+// and topk_fkl needs the server to return topk ids (agentr1 serve and vLLM: topk <= 20
+// by default).
 #pragma once
 
 #include <map>
@@ -39,6 +50,9 @@
 namespace agentr1::text {
 class Tokenizer;
 }
+namespace agentr1::rollout {
+class RemoteScorer;
+}
 
 namespace agentr1::train {
 
@@ -47,13 +61,25 @@ inline constexpr const char* kBaseTeacher = "base";
 
 struct TeacherSpec {
   std::string path;                       // HF model directory (config.json, safetensors,
-                                          // tokenizer.json), or "base": the policy's LoRA base
+                                          // tokenizer.json), or "base": the policy's LoRA base;
+                                          // with url: the directory of its tokenizer (required)
   std::vector<std::string> data_sources;  // rows of these data sources go to this teacher;
                                           // empty = every row no other teacher lists
+  std::string url;                        // a remote teacher: the server's base URL
+                                          // (scheme://host:port); "" = a local model at path
+  std::string model;                      // the remote server's model name; "" = the first it lists
+  double timeout_s = 300;                 // remote: seconds one request may wait for its answer
+  int retries = 3;                        // remote: retries after a connection failure, timeout or 5xx
+  bool remote() const { return !url.empty(); }
   template <class V>
   void visit(V& v) {
-    v.field("path", path, "teacher model directory (HF layout), or 'base': the policy's LoRA base");
+    v.field("path", path, "teacher model directory (HF layout), or 'base': the policy's LoRA base; "
+                          "with url: the teacher's tokenizer directory");
     v.field("data_sources", data_sources, "rows of these data_source values; empty = every row no other teacher lists");
+    v.field("url", url, "remote teacher: OpenAI-compatible server (agentr1 serve, vLLM) scoring with prompt_logprobs");
+    v.field("model", model, "remote teacher: the server's model name; empty = the first of GET /v1/models");
+    v.field("timeout_s", timeout_s, "remote teacher: seconds one HTTP request may wait for its answer");
+    v.field("retries", retries, "remote teacher: retries after a connection failure, timeout or 5xx (0..10)");
   }
 };
 
@@ -63,15 +89,17 @@ struct DistillSection {
   std::map<std::string, TeacherSpec> teachers; // several teachers by name, routed by data_source
   algo::DistillOptions options;                // loss, topk, coef, use_task_rewards, clamps
   bool enabled() const { return !teacher.empty() || !teachers.empty(); }
-  // The teachers by name ("default" for `teacher`), checked: paths set, at most one
-  // catch-all, no data_source listed twice. Throws Error naming the key.
+  // The teachers by name ("default" for `teacher`), checked: a path or url each (a url
+  // needs a path too, for the tokenizer check; not "base"), at most one catch-all, no
+  // data_source listed twice. Throws Error naming the key.
   std::map<std::string, TeacherSpec> resolved_teachers() const;
   // Parses options.loss and checks the section (when enabled). Throws Error naming the key.
   void resolve();
   template <class V>
   void visit(V& v) {
     v.field("teacher", teacher, "distill from this teacher (model directory, or 'base' = the LoRA base); empty = off");
-    v.field("teachers", teachers, "several teachers: name -> {path, data_sources}, rows routed by data_source");
+    v.field("teachers", teachers,
+            "several teachers: name -> {path, data_sources, url?, model?}, rows routed by data_source");
     options.visit(v);
   }
 };
@@ -95,27 +123,36 @@ class TeacherRouting {
 
 class TeacherSet {
  public:
-  // Loads every teacher in `dtype` on `device` with the policy's attention tiling, and
-  // checks it against the student: its tokenizer (vocabulary_difference) and that its
+  // Loads every local teacher in `dtype` on `device` with the policy's attention tiling,
+  // and checks it against the student: its tokenizer (vocabulary_difference) and that its
   // vocab_size covers the tokenizer's. `policy` serves a "base" teacher (it must have
-  // LoRA adapters). Throws Error naming the teacher, its path and the difference.
+  // LoRA adapters). A remote teacher: its tokenizer (at path) is checked the same way and
+  // its server asked GET /v1/models. Throws Error naming the teacher, its path or URL
+  // and the difference.
   TeacherSet(const DistillSection& cfg, const text::Tokenizer& student, model::Transformer policy,
              at::ScalarType dtype, at::Device device, int64_t attention_block);
   ~TeacherSet();
   // Fills every row's teacher_logprob (and with loss topk_fkl the top-k columns) from the
-  // teacher its data_source routes it to. Returns timing/teacher, distill/rows/<name> and
-  // perf/teacher_gflop (2 x parameters x tokens per teacher).
+  // teacher its data_source routes it to; a remote teacher's rows go to its server (every
+  // token t >= 1 scored, shared prefixes included). Returns timing/teacher,
+  // distill/rows/<name> and perf/teacher_gflop (2 x parameters x tokens per local teacher).
+  // Throws Error naming a remote teacher's URL when its server fails.
   Metrics score(std::vector<PackedRow>& rows, const ScoringOptions& so);
   const TeacherRouting& routing() const { return routing_; }
   const algo::DistillOptions& options() const { return options_; }
-  // Teachers per name, for the memory estimate: path or "base".
+  // Teachers per name, for the memory estimate: path or "base", url for remote ones.
   const std::map<std::string, TeacherSpec>& specs() const { return specs_; }
 
  private:
   algo::DistillOptions options_;
   std::map<std::string, TeacherSpec> specs_;
   TeacherRouting routing_;
-  std::vector<model::Transformer> models_;  // by routing index; the policy itself for "base"
+  std::vector<model::Transformer> models_;  // by routing index; the policy itself for "base";
+                                            // null for a remote teacher
+  std::vector<std::unique_ptr<rollout::RemoteScorer>> remotes_;  // by routing index; null if local
+  // Teacher t is remote: rows[mine] scored by its server.
+  void score_remote(size_t t, const std::vector<size_t>& mine, std::vector<PackedRow>& rows, double temperature,
+                    int64_t topk);
   model::Transformer policy_{nullptr};
 };
 

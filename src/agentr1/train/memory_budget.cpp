@@ -388,7 +388,8 @@ MemoryPlan plan_run_memory(const TrainConfig& cfg) {
   std::map<std::string, model::ModelConfig> teachers;
   if (cfg.algorithm.distill.enabled())
     for (const auto& [name, t] : cfg.algorithm.distill.resolved_teachers())
-      if (t.path != kBaseTeacher) teachers.emplace(name, shape(t.path, "algorithm.distill.teachers." + name + ".path"));
+      if (t.path != kBaseTeacher && !t.remote())  // a remote teacher's weights live on its server
+        teachers.emplace(name, shape(t.path, "algorithm.distill.teachers." + name + ".path"));
   return plan_memory(cfg, policy, critic, resolve_memory_budget(cfg.trainer.memory_gb), teachers);
 }
 
