@@ -11,6 +11,10 @@
 // process at once. Routes, request fields and their semantics: openai_server.h and
 // openai_api.h.
 //
+// /v1/completions with "prompt_logprobs": k scores the prompt with one forward of the
+// served model (serve/prompt_scoring.h), paused between engine iterations and never
+// during a weight reload (openai_api.h: the shape, the temperature).
+//
 // /update_weights_from_disk {"model_path": DIR, "policy_version": V} loads DIR's
 // config.json + model.safetensors into the running engine: the checkpoint is read and
 // checked first (every tensor's shape against the served model, then the architecture
@@ -45,6 +49,7 @@
 #include "agentr1/text/tool_format/tool_format.h"
 #include "command.h"
 #include "agentr1/serve/openai_server.h"
+#include "agentr1/serve/prompt_scoring.h"
 
 namespace {
 
@@ -252,9 +257,9 @@ int run_serve(const ServeOpts& o) {
   so.port = o.port;
   so.api_key = o.api_key;
   so.threads = o.http_threads > 0 ? o.http_threads : std::max(16, 2 * o.max_batch);
-  serve::OpenAIServer server(engine, served, so, [&engine, m, dtype](const json& body) {
-    return reload_weights(engine, m, dtype, body);
-  });
+  serve::OpenAIServer server(
+      engine, served, so, [&engine, m, dtype](const json& body) { return reload_weights(engine, m, dtype, body); },
+      serve::engine_prompt_scorer(engine));
   const int port = server.bind();
   std::signal(SIGINT, on_serve_signal);
   std::signal(SIGTERM, on_serve_signal);

@@ -314,6 +314,33 @@ json chat_logprob_entry(const ServedModel& m, TokenId id, float logprob, int top
   return e;
 }
 
+// vLLM's prompt_logprobs of one prompt: [null, {"<id>": {"logprob", "rank",
+// "decoded_token"}, ...}, ...], the actual token and the top k at each position.
+json prompt_logprobs_json(const TokenIds& ids, const PromptLogprobs& lp, int k, const ServedModel& m) {
+  const size_t n = ids.size(), kk = static_cast<size_t>(k);
+  AGENTR1_CHECK(lp.logprob.size() == n && lp.rank.size() == n && lp.top_ids.size() == n * kk &&
+                    lp.top_logprob.size() == n * kk,
+                "internal: prompt log-probs of " << lp.logprob.size() << " tokens (top " << lp.top_ids.size()
+                                                 << ") for a prompt of " << n << " with k " << k);
+  json out = json::array();
+  out.push_back(nullptr);
+  for (size_t t = 1; t < n; ++t) {
+    json e = json::object();
+    e[std::to_string(ids[t])] = json{{"logprob", static_cast<double>(lp.logprob[t])},
+                                     {"rank", lp.rank[t]},
+                                     {"decoded_token", token_text(m, ids[t])}};
+    for (size_t j = 0; j < kk; ++j) {
+      const TokenId id = lp.top_ids[t * kk + j];
+      if (id == ids[t]) continue;  // the actual token, listed already
+      e[std::to_string(id)] = json{{"logprob", static_cast<double>(lp.top_logprob[t * kk + j])},
+                                   {"rank", static_cast<int64_t>(j + 1)},
+                                   {"decoded_token", token_text(m, id)}};
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 json usage(size_t prompt, size_t completion) {
   return json{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
@@ -479,7 +506,18 @@ CompletionRequest parse_completion_request(const json& body, const ServedModel& 
   refuse_unsupported(body, /*chat=*/false);
   CompletionRequest req;
   parse_common(body, m, default_seed, req.sampling, req.out);
-  req.sampling.max_new_tokens = max_tokens_field(body, "max_tokens", 16);
+  if (const json* v = field(body, "prompt_logprobs")) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxLogprobs)
+      throw bad("prompt_logprobs", "'prompt_logprobs' must be an integer in 0.." + std::to_string(kMaxLogprobs) +
+                                       " (the top ids listed besides the prompt token), got " + v->dump());
+    req.prompt_logprobs = v->get<int>();
+    if (req.out.stream)
+      throw bad("prompt_logprobs", "'prompt_logprobs' is not supported with 'stream': true");
+    req.prompt_temperature = req.sampling.temperature == 0 ? 1.0 : get_number(body, "temperature", 1.0);
+  }
+  // max_tokens 0 (nothing generated) only makes sense with prompt log-probs.
+  req.sampling.max_new_tokens =
+      static_cast<int>(get_int(body, "max_tokens", 16, req.prompt_logprobs ? 0 : 1, kMaxTokens));
   if (const json* v = field(body, "logprobs")) {
     if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxLogprobs)
       throw bad("logprobs", "'logprobs' must be an integer in 0.." + std::to_string(kMaxLogprobs) + ", got " + v->dump());
@@ -525,8 +563,17 @@ CompletionRequest parse_completion_request(const json& body, const ServedModel& 
 }
 
 json completion_response(const CompletionRequest& req, const std::vector<GenResult>& results,
-                         const ServedModel& m, const std::string& id, int64_t created) {
+                         const ServedModel& m, const std::string& id, int64_t created,
+                         const std::vector<PromptLogprobs>* prompt_lps) {
   check_results(req.prompts.size() * req.out.n, results.size());
+  std::vector<json> prompt_lp_json;
+  if (req.prompt_logprobs) {
+    AGENTR1_CHECK(prompt_lps != nullptr && prompt_lps->size() == req.prompts.size(),
+                  "internal: prompt log-probs for " << (prompt_lps ? prompt_lps->size() : 0) << " of "
+                                                    << req.prompts.size() << " prompts");
+    for (size_t p = 0; p < req.prompts.size(); ++p)
+      prompt_lp_json.push_back(prompt_logprobs_json(req.prompts[p], (*prompt_lps)[p], *req.prompt_logprobs, m));
+  }
   json choices = json::array();
   size_t prompt_tokens = 0, completion_tokens = 0;
   for (size_t p = 0; p < req.prompts.size(); ++p) {
@@ -545,6 +592,10 @@ json completion_response(const CompletionRequest& req, const std::vector<GenResu
       if (req.out.return_token_ids) {
         c["token_ids"] = r.token_ids;
         c["prompt_token_ids"] = req.prompts[p];
+      }
+      if (req.prompt_logprobs) {
+        c["prompt_logprobs"] = prompt_lp_json[p];
+        if (!req.out.return_token_ids) c["prompt_token_ids"] = req.prompts[p];
       }
       c["policy_version"] = r.policy_version;
       choices.push_back(std::move(c));

@@ -27,6 +27,17 @@
 //   - Log-probs: the engine returns the sampled token's log-prob only (log_softmax of
 //     logits / temperature, before top-k/top-p), so `top_logprobs` lists hold that one
 //     token whatever k the request asked for (k in 0..20 is accepted).
+//   - Prompt log-probs (/v1/completions `prompt_logprobs`: k in 0..20, vLLM's field and
+//     shape): each choice gets prompt_logprobs, one entry per prompt token, the first
+//     null, each other an object mapping token-id strings to {"logprob", "rank",
+//     "decoded_token"}: the actual prompt token (rank = 1 + the ids more likely than it)
+//     and the k most likely ids (ranks 1..k), so k or k + 1 entries; k = 0: the actual
+//     token only. They come from a scoring forward of the served model over the prompt
+//     (OpenAIServer's PromptScorer), not from generation: log_softmax(logits /
+//     temperature) at the request's `temperature`, where 0 or absent counts as 1. This
+//     differs from vLLM, whose prompt log-probs are the raw model's (temperature 1)
+//     whatever the request says. With prompt_logprobs, max_tokens may be 0 (nothing is
+//     generated: text "", finish_reason "length"); stream is refused.
 //   - Seeds: with `seed` s the j-th sample of every prompt (j < n) uses seed s + j, so a
 //     request with n = 1 and seed s gives what the in-process engine gives for
 //     SamplingParams::seed = s. Without a seed the server draws one per request.
@@ -130,10 +141,21 @@ struct OutputOptions {
   bool include_usage = false;              // stream_options.include_usage
 };
 
+// One prompt's log-probs from a scoring forward (see prompt_logprobs at the top).
+struct PromptLogprobs {
+  std::vector<float> logprob;    // [len] log p(ids[t] | ids[<t]) at the temperature; [0] = 0 (unused)
+  std::vector<int64_t> rank;     // [len] 1 + the ids more likely than ids[t]; [0] = 0 (unused)
+  std::vector<TokenId> top_ids;  // [len * k] the k most likely ids at t, most likely first
+  std::vector<float> top_logprob;  // [len * k] their log-probs
+};
+
 struct CompletionRequest {
   std::vector<TokenIds> prompts;           // one or more prompts (a batch)
-  SamplingParams sampling;                 // seed = the base seed
+  SamplingParams sampling;                 // seed = the base seed; max_new_tokens may be 0
+                                           // only with prompt_logprobs
   OutputOptions out;
+  std::optional<int> prompt_logprobs;      // `prompt_logprobs` k (0..20); unset = none
+  double prompt_temperature = 1.0;         // the request's temperature as sent, 0 -> 1
   // prompts x n engine requests, prompt-major, seeds as documented above.
   std::vector<GenRequest> gen_requests() const;
 };
@@ -141,12 +163,15 @@ struct CompletionRequest {
 // Validates a /v1/completions body. Throws ApiError (400) naming the field and the
 // rule: not an object, wrong types, unknown model, empty or too long prompt, ids out of
 // the vocabulary, sampling values out of range, unsupported options (penalties,
-// logit_bias, suffix, best_of > n, echo with logprobs).
+// logit_bias, suffix, best_of > n, echo with logprobs, prompt_logprobs outside 0..20 or
+// with stream, max_tokens 0 without prompt_logprobs).
 CompletionRequest parse_completion_request(const json& body, const ServedModel& model, uint64_t default_seed);
 
-// Builds the text_completion body. `results` are gen_requests()'s results in order.
+// Builds the text_completion body. `results` are gen_requests()'s results in order;
+// `prompt_lps` (one per prompt, k top ids each) when req.prompt_logprobs is set.
 json completion_response(const CompletionRequest& req, const std::vector<GenResult>& results,
-                         const ServedModel& model, const std::string& id, int64_t created);
+                         const ServedModel& model, const std::string& id, int64_t created,
+                         const std::vector<PromptLogprobs>* prompt_lps = nullptr);
 
 struct ChatRequest {
   TokenIds prompt;             // the rendered template, encoded

@@ -51,15 +51,16 @@ struct OpenAIServer::Impl {
   ServedModel model;
   ServerOptions opt;
   WeightUpdater update;
+  PromptScorer score;
   httplib::Server svr;
   std::mutex rng_mu;
   std::mt19937_64 rng{std::random_device{}()};
   std::atomic<uint64_t> next_id{0};
-  std::mutex update_mu;  // one weight update at a time
+  std::mutex update_mu;  // one weight update or prompt scoring at a time
   std::atomic<bool> stop_requested{false};
 
-  Impl(Generator& g, ServedModel m, ServerOptions o, WeightUpdater u)
-      : gen(g), model(std::move(m)), opt(std::move(o)), update(std::move(u)) {}
+  Impl(Generator& g, ServedModel m, ServerOptions o, WeightUpdater u, PromptScorer sc)
+      : gen(g), model(std::move(m)), opt(std::move(o)), update(std::move(u)), score(std::move(sc)) {}
 
   uint64_t draw_seed() {
     std::lock_guard<std::mutex> lk(rng_mu);
@@ -256,8 +257,23 @@ struct OpenAIServer::Impl {
         stream_held(req, res, std::move(reqs), held, new_id("cmpl"), prompt_tokens);
         return int64_t{0};
       }
-      const std::vector<GenResult> results = generate(reqs);
-      send_json(res, 200, completion_response(cr, results, model, new_id("cmpl"), now_unix()));
+      std::vector<PromptLogprobs> prompt_lps;
+      if (cr.prompt_logprobs) {
+        if (!score)
+          throw ApiError(400, "this server cannot compute prompt log-probs (it was started without a scorer)",
+                         "prompt_logprobs");
+        try {
+          std::lock_guard<std::mutex> lk(update_mu);  // no weight reload during the forward
+          prompt_lps = score(cr.prompts, cr.prompt_temperature, *cr.prompt_logprobs);
+        } catch (const std::exception& e) {
+          throw ApiError(500, std::string("scoring the prompt failed: ") + e.what(), "", "server_error");
+        }
+      }
+      // max_tokens 0 (prompt log-probs only): nothing to generate.
+      const std::vector<GenResult> results =
+          cr.sampling.max_new_tokens == 0 ? std::vector<GenResult>(reqs.size(), GenResult{}) : generate(reqs);
+      send_json(res, 200, completion_response(cr, results, model, new_id("cmpl"), now_unix(),
+                                              cr.prompt_logprobs ? &prompt_lps : nullptr));
       return count_tokens(reqs, results);
     });
   }
@@ -421,8 +437,10 @@ struct OpenAIServer::Impl {
   }
 };
 
-OpenAIServer::OpenAIServer(Generator& generator, ServedModel model, ServerOptions options, WeightUpdater update)
-    : impl_(std::make_unique<Impl>(generator, std::move(model), std::move(options), std::move(update))) {
+OpenAIServer::OpenAIServer(Generator& generator, ServedModel model, ServerOptions options, WeightUpdater update,
+                           PromptScorer score)
+    : impl_(std::make_unique<Impl>(generator, std::move(model), std::move(options), std::move(update),
+                                   std::move(score))) {
   AGENTR1_CHECK(impl_->opt.threads >= 1, "serve: threads must be >= 1, got " << impl_->opt.threads);
   AGENTR1_CHECK(impl_->opt.port >= 0 && impl_->opt.port <= 65535,
                 "serve: port must be in 0..65535 (0 = any free port), got " << impl_->opt.port);

@@ -12,7 +12,8 @@
 // Routes (bodies: openai_api.h):
 //   GET  /health                      200 {"status": "ok"}
 //   GET  /v1/models                   the served model
-//   POST /v1/completions              text or token-id prompts; stream: true -> SSE
+//   POST /v1/completions              text or token-id prompts; stream: true -> SSE;
+//                                     prompt_logprobs: k -> a scoring forward (PromptScorer)
 //   POST /v1/chat/completions         messages through the chat template; stream: true -> SSE
 //   POST /update_weights_from_disk    {"model_path": DIR, "policy_version": V?} -> the
 //                                     WeightUpdater; {"success": true, "message"}, or 400
@@ -55,11 +56,20 @@ struct ServerOptions {
 // its message): the server keeps serving the old weights then.
 using WeightUpdater = std::function<std::string(const json& body)>;
 
+// Scores prompts for /v1/completions `prompt_logprobs` (openai_api.h): one PromptLogprobs
+// per prompt, log_softmax(logits / temperature) of a forward over the prompt, with the
+// top `k` ids at each position. serve/prompt_scoring.h makes one over the engine's model.
+// The server calls it under the lock weight updates hold, one call at a time, so a
+// reload never races a scoring forward. Throws on failure (answered 500).
+using PromptScorer =
+    std::function<std::vector<PromptLogprobs>(const std::vector<TokenIds>& prompts, double temperature, int k)>;
+
 class OpenAIServer {
  public:
   // `generator` must outlive the server. Without an updater, /update_weights_from_disk
-  // answers 400 "not supported".
-  OpenAIServer(Generator& generator, ServedModel model, ServerOptions options, WeightUpdater update = {});
+  // answers 400 "not supported"; without a scorer, prompt_logprobs answers 400.
+  OpenAIServer(Generator& generator, ServedModel model, ServerOptions options, WeightUpdater update = {},
+               PromptScorer score = {});
   ~OpenAIServer();
   OpenAIServer(const OpenAIServer&) = delete;
   OpenAIServer& operator=(const OpenAIServer&) = delete;
