@@ -99,6 +99,11 @@ TeacherSet::TeacherSet(const DistillSection& cfg, const text::Tokenizer& student
       throw Error(what + " does not share the student's tokenizer: " + *diff +
                   " (student vs teacher); the teacher must score the student's token ids as the same tokens. "
                   "HINT: a teacher of the same model family and tokenizer");
+    // Which token a config calls eos (a base and an instruct checkpoint differ) changes no
+    // id's meaning: worth a line, not a refusal.
+    if (student.eos_token() != tok.eos_token())
+      AGENTR1_LOG(WARN) << what << ": its eos_token (" << tok.eos_token().value_or("none") << ") is not the student's ("
+                        << student.eos_token().value_or("none") << "); the ids mean the same tokens, so it is used";
   };
   for (const std::string& name : routing_.names()) {
     const TeacherSpec& t = specs_.at(name);
@@ -136,7 +141,8 @@ TeacherSet::TeacherSet(const DistillSection& cfg, const text::Tokenizer& student
     model::Transformer m =
         with_context(what + ": loading the model", [&] { return model::load_pretrained(t.path, dtype, device); });
     AGENTR1_CHECK(m->config().vocab_size >= student.vocab_size(),
-                  what << ": vocab_size " << m->config().vocab_size << " < the tokenizer's " << student.vocab_size());
+                  what << ": vocab_size " << m->config().vocab_size << " < the tokenizer's " << student.vocab_size()
+                       << "; HINT: the teacher's config.json and weights must cover its tokenizer");
     for (auto& p : m->parameters()) p.requires_grad_(false);
     m->eval();
     m->set_attention_block(attention_block);
@@ -170,7 +176,9 @@ Metrics TeacherSet::score(std::vector<PackedRow>& rows, const ScoringOptions& so
     {
       std::optional<model::BaseOnly> base;
       if (models_[t].get() == policy_.get()) base.emplace();  // "base": adapters off on this thread
-      score_teacher(models_[t], mine, so, topk);
+      // Top-k among the ids the student's head has (a teacher's head may have more
+      // padding rows: their mass falls into topk_fkl's tail bucket).
+      score_teacher(models_[t], mine, so, topk, policy_ ? policy_->config().vocab_size : 0);
     }
     for (size_t k = 0; k < of[t].size(); ++k) {
       PackedRow& r = rows[of[t][k]];
@@ -200,6 +208,13 @@ void TeacherSet::score_remote(size_t t, const std::vector<size_t>& mine, std::ve
                   "distillation teacher '" << routing_.names()[t] << "' (" << scorer.url() << "): "
                                            << s.logprob.size() << " log-probs for a row of " << r.tokens.size()
                                            << " tokens");
+    if (policy_)
+      for (int32_t id : s.topk_ids)
+        AGENTR1_CHECK(id >= 0 && id < policy_->config().vocab_size,
+                      "distillation teacher '" << routing_.names()[t] << "' (" << scorer.url() << ") returned id " << id
+                          << " among its top " << k << ", beyond the student's vocabulary of "
+                          << policy_->config().vocab_size
+                          << "; HINT: a teacher whose head matches the student's, or algorithm.distill.loss=k1_pg");
     r.teacher_logprob = s.logprob;
     r.teacher_topk_ids = s.topk_ids;
     r.teacher_topk_logprob = s.topk_logprob;

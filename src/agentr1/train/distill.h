@@ -16,6 +16,9 @@
 //       coef: 1.0
 //       use_task_rewards: false
 //
+// On the command line a teacher of the map is a new key, so it takes a leading +:
+//   agentr1 train +algorithm.distill.teachers.math.path=/m '+algorithm.distill.teachers.math.data_sources=[arith]'
+//
 //   TeacherSet teachers(cfg.algorithm.distill, student_tokenizer, policy, dtype, device, block);
 //   teachers.score(rows, scoring_options);   // rows' teacher_logprob (+ top-k columns)
 //   add_distill_advantages(rows, opts);      // k1_pg: the reward into the advantages (after the estimator)
@@ -27,8 +30,8 @@
 // with LoRA the policy's own base (path "base": adapters off while it scores), or a
 // remote one (url: an OpenAI-compatible server scores its rows, rollout/remote_scorer.h,
 // at the same temperature; the memory estimate leaves it out). Every teacher must read
-// ids as the student's tokenizer does: one whose vocabulary or special tokens differ is
-// refused at start, the first difference named (a remote teacher's tokenizer is read
+// ids as the student's tokenizer does: one that maps an id to another token, or marks
+// other ids special, is refused at start, the first difference named (a remote teacher's tokenizer is read
 // from its path). A remote teacher's log-probs equal a local one's only where the server
 // applies the temperature as agentr1 serve does (vLLM reports temperature-1 log-probs),
 // and topk_fkl needs the server to return topk ids (agentr1 serve and vLLM: topk <= 20

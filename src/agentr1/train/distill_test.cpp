@@ -46,12 +46,17 @@ model::Transformer load(const std::string& sub) {
   return model::load_pretrained(dir() + "/" + sub, at::kFloat, at::Device(at::kCPU));
 }
 
-// Two trajectories of different data sources, 2 and 1 steps, ids from the vocabulary.
+// Two trajectories of different data sources, 2 and 1 steps, ids from the vocabulary;
+// every prompt starts with the same 6 tokens (a system prompt), so collate can share them.
 std::vector<Trajectory> make_trajs(int vocab) {
   auto ids = [&](int from, int n) {
-    TokenIds t;
-    for (int i = 0; i < n; ++i) t.push_back(static_cast<TokenId>((from + 7 * i) % (vocab - 10) + 5));
+    TokenIds t = {7, 8, 9, 10, 11, 12};
+    for (int i = 0; i < n; ++i) t.push_back(static_cast<TokenId>((from + 7 * i) % (vocab - 20) + 15));
     return t;
+  };
+  auto tail = [&](int from, int n) {
+    const TokenIds t = ids(from, n);
+    return TokenIds(t.begin() + 6, t.end());
   };
   std::vector<Trajectory> out(2);
   for (int i = 0; i < 2; ++i) {
@@ -60,13 +65,13 @@ std::vector<Trajectory> make_trajs(int vocab) {
     out[i].data_source = i == 0 ? "arith" : "hotpot";
     Step s;
     s.prompt_ids = ids(10 + i, 9);
-    s.response_ids = ids(40 + i, 6);
+    s.response_ids = tail(40 + i, 6);
     s.response_logprobs.assign(6, -1.0f);
     out[i].steps.push_back(s);
   }
   Step s2;
   s2.prompt_ids = ids(80, 5);
-  s2.response_ids = ids(90, 4);
+  s2.response_ids = tail(90, 4);
   s2.response_logprobs.assign(4, -1.0f);
   out[0].steps.push_back(s2);
   return out;
@@ -202,7 +207,7 @@ TEST(TeacherSet, ScoresEachRowWithItsTeacherAsTheFullForwardDoes) {
   ASSERT_EQ(rows.size(), 3u);
   ScoringOptions so;
   so.temperature = 0.7;
-  so.min_shared_prefix = 0;
+  so.min_shared_prefix = 4;  // a teacher's rows' common 6 tokens are forwarded once (p = 6)
   const Metrics m = ts.score(rows, so);
   EXPECT_EQ(m.at("distill/rows/same"), 2.0);
   EXPECT_EQ(m.at("distill/rows/other"), 1.0);
@@ -217,7 +222,15 @@ TEST(TeacherSet, ScoresEachRowWithItsTeacherAsTheFullForwardDoes) {
     const at::Tensor logp = at::log_softmax(t->forward(in, pos).to(at::kFloat)[0] / 0.7, -1);  // [n,V]
     ASSERT_EQ(r.teacher_logprob.size(), r.tokens.size());
     ASSERT_EQ(r.teacher_topk_ids.size(), r.tokens.size() * 4);
+    // The "same" teacher scores two rows that share 6 tokens: entries 1..6 are not scored
+    // (0, as in the other columns). The "other" teacher's single row shares nothing.
+    const int64_t p = r.data_source == "arith" ? 6 : 0;
     for (int64_t i = 1; i < n; ++i) {
+      if (i <= p) {
+        EXPECT_EQ(r.teacher_logprob[static_cast<size_t>(i)], 0.0f);
+        EXPECT_EQ(r.teacher_topk_ids[static_cast<size_t>(i) * 4], 0);
+        continue;
+      }
       EXPECT_NEAR(r.teacher_logprob[static_cast<size_t>(i)], logp[i - 1][ids[static_cast<size_t>(i)]].item<float>(), 2e-5)
           << r.data_source << " token " << i;
       const auto [v, k] = logp[i - 1].topk(4);

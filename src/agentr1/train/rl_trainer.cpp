@@ -472,9 +472,13 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
         m["timing/dist_check"] = seconds_since(t0c);
       }
       m["timing/step"] = seconds_since(t_step);
-      m = reduce_metrics(m, {"rollout/generated_tokens", "perf/gen_tokens_per_s", "remote/requests", "remote/retries",
-                             "remote/unknown_logprobs"},
-                         *pg_, "step metrics");
+      // Summed: counts of this rank's own work (the teachers score each rank's rows).
+      std::vector<std::string> sums{"rollout/generated_tokens", "perf/gen_tokens_per_s", "remote/requests",
+                                    "remote/retries", "remote/unknown_logprobs", "perf/teacher_gflop"};
+      if (const TeacherSet* t = learner_->teachers())
+        for (const std::string& name : t->routing().names()) sums.push_back("distill/rows/" + name);
+      m = reduce_metrics(m, sums, *pg_, "step metrics");
+      m["perf/learner_gflop"] = m["perf/score_gflop"] + m["perf/update_gflop"] + m["perf/teacher_gflop"];
       m["dist/world_size"] = pg_->world_size();
     } else {
       m["timing/step"] = seconds_since(t_step);

@@ -536,10 +536,6 @@ std::optional<std::string> vocabulary_difference(const Tokenizer& a, const Token
       return "token id " + std::to_string(id) + " (" + quoted(ta) + ") is special in " +
              (a.is_special(id) ? "the first" : "the second") + " tokenizer only";
   }
-  const std::pair<const char*, const std::optional<std::string>& (Tokenizer::*)() const> specials[] = {
-      {"bos_token", &Tokenizer::bos_token}, {"eos_token", &Tokenizer::eos_token}, {"pad_token", &Tokenizer::pad_token}};
-  for (const auto& [name, get] : specials)
-    if ((a.*get)() != (b.*get)()) return std::string(name) + " " + quoted((a.*get)()) + " vs " + quoted((b.*get)());
   return std::nullopt;
 }
 

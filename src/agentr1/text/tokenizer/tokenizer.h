@@ -103,8 +103,9 @@ class Tokenizer {
 // Whether ids mean the same tokens under `a` and `b` (a distillation teacher must score the
 // student's ids as the same tokens): nullopt when they agree, else the first difference in
 // words, naming what differs with both values: the vocabulary size, the token string of
-// an id, whether an id is special, or the bos/eos/pad token. Merges, normalisers and chat
-// templates are not compared (ids are never re-tokenised).
+// an id, or whether an id is special. Which tokens a config names bos/eos/pad (a base and
+// an instruct checkpoint of one family differ there), merges, normalisers and chat
+// templates are not compared: they change no id's meaning, and ids are never re-tokenised.
 std::optional<std::string> vocabulary_difference(const Tokenizer& a, const Tokenizer& b);
 
 // Incremental decode of a growing id sequence: push(id) returns the text that became

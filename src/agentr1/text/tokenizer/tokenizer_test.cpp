@@ -694,8 +694,8 @@ TEST(Tokenizer, VocabularyDifferenceNamesTheFirstOne) {
             "token id 100 ('<|end|>') is special in the first tokenizer only");
   json eos = tiny_config();
   eos["eos_token"] = "<pad>";
-  EXPECT_EQ(vocabulary_difference(tiny(), Tokenizer::from_json(tiny_tokenizer_json(), eos)),
-            "eos_token '<|end|>' vs '<pad>'");
+  // Another eos token (a base and an instruct checkpoint) changes no id's meaning.
+  EXPECT_EQ(vocabulary_difference(tiny(), Tokenizer::from_json(tiny_tokenizer_json(), eos)), std::nullopt);
 }
 
 }  // namespace

@@ -86,23 +86,31 @@ std::pair<at::Tensor, at::Tensor> chunked_token_logprobs(const at::Tensor& hidde
   return {one ? out[0].squeeze(-1) : out[0], out[1]};
 }
 
-std::pair<at::Tensor, at::Tensor> chunked_topk_logprobs(const at::Tensor& hidden, const at::Tensor& head_weight,
-                                                        int64_t k, double temperature, int64_t chunk) {
+TopkLogprobs chunked_topk_logprobs(const at::Tensor& hidden, const at::Tensor& head_weight, int64_t k,
+                                   double temperature, int64_t chunk, const at::Tensor& targets, int64_t max_id) {
+  const int64_t limit = max_id > 0 ? std::min(max_id, head_weight.size(0)) : head_weight.size(0);
   AGENTR1_CHECK(hidden.dim() == 2 && head_weight.dim() == 2 && hidden.size(1) == head_weight.size(1) && k >= 1 &&
-                    k <= head_weight.size(0) && chunk >= 1 && temperature > 0,
+                    k <= limit && chunk >= 1 && temperature > 0 &&
+                    (!targets.defined() || (targets.dim() == 1 && targets.size(0) == hidden.size(0))),
                 "chunked_topk_logprobs: hidden " << hidden.sizes() << ", head " << head_weight.sizes() << ", k " << k
-                                                 << ", chunk " << chunk << ", temperature " << temperature);
+                                                 << " of the first " << limit << " ids, chunk " << chunk
+                                                 << ", temperature " << temperature);
   at::NoGradGuard ng;
   const int64_t n = hidden.size(0);
-  at::Tensor ids = at::empty({n, k}, hidden.options().dtype(at::kLong));
-  at::Tensor lp = at::empty({n, k}, hidden.options().dtype(at::kFloat));
+  TopkLogprobs out;
+  out.ids = at::empty({n, k}, hidden.options().dtype(at::kLong));
+  out.lp = at::empty({n, k}, hidden.options().dtype(at::kFloat));
+  if (targets.defined()) out.target_lp = at::empty({n}, hidden.options().dtype(at::kFloat));
   for (int64_t lo = 0; lo < n; lo += chunk) {
     const int64_t hi = std::min(n, lo + chunk);
-    const auto [v, i] = at::log_softmax(chunk_logits(hidden, head_weight, lo, hi, temperature), -1).topk(k, -1);
-    lp.narrow(0, lo, hi - lo).copy_(v);
-    ids.narrow(0, lo, hi - lo).copy_(i);
+    const at::Tensor logp = at::log_softmax(chunk_logits(hidden, head_weight, lo, hi, temperature), -1);  // [m,V]
+    const auto [v, i] = logp.narrow(/*dim=*/-1, 0, limit).topk(k, -1);
+    out.lp.narrow(0, lo, hi - lo).copy_(v);
+    out.ids.narrow(0, lo, hi - lo).copy_(i);
+    if (targets.defined())
+      out.target_lp.narrow(0, lo, hi - lo).copy_(logp.gather(-1, targets.narrow(0, lo, hi - lo).unsqueeze(-1)).squeeze(-1));
   }
-  return {ids, lp};
+  return out;
 }
 
 }  // namespace agentr1::train

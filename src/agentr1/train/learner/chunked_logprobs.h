@@ -31,9 +31,16 @@ std::pair<at::Tensor, at::Tensor> chunked_token_logprobs(const at::Tensor& hidde
                                                          int64_t chunk);
 
 // The k most likely ids of every token's distribution and their log-probs, chunk by
-// chunk, no grad: {ids [N,k] int64, lp [N,k] fp32}, in descending order of log-prob.
-std::pair<at::Tensor, at::Tensor> chunked_topk_logprobs(const at::Tensor& hidden, const at::Tensor& head_weight,
-                                                        int64_t k, double temperature, int64_t chunk);
+// chunk, no grad, in descending order of log-prob: ids [N,k] int64, lp [N,k] fp32; with
+// targets [N], also each target's log-prob target_lp [N] from the same pass. max_id > 0:
+// the top k among ids < max_id only (a teacher whose head has padding rows beyond the
+// student's vocabulary), the log-probs still normalised over the whole head.
+struct TopkLogprobs {
+  at::Tensor ids, lp, target_lp;
+};
+TopkLogprobs chunked_topk_logprobs(const at::Tensor& hidden, const at::Tensor& head_weight, int64_t k,
+                                   double temperature, int64_t chunk, const at::Tensor& targets = at::Tensor(),
+                                   int64_t max_id = 0);
 
 // Chunk size: train/memory_budget.h logits_chunk_tokens (the memory plan counts it).
 

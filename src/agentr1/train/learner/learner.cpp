@@ -84,9 +84,6 @@ Metrics Learner::score(std::vector<PackedRow>& rows) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::vector<float> PackedRow::*> cols{&PackedRow::ref_logprob, &PackedRow::value,
                                                       &PackedRow::teacher_logprob};
-    AGENTR1_CHECK(!teachers_ || teachers_->options().kind != algo::DistillLoss::kTopkFkl,
-                  "algorithm.distill.loss=topk_fkl with data-parallel ranks is not supported yet (the top-k columns "
-                  "are not shared between ranks); HINT: algorithm.distill.loss=k1_pg, or one process");
     if (!bypass) cols.push_back(&PackedRow::old_logprob);
     share_row_columns(rows, owned, cols, *pg_);
     m["timing/share_scores"] = seconds_since(t0);

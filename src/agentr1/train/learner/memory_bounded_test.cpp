@@ -105,10 +105,18 @@ TEST(ChunkedHeadTest, SeveralIdsPerTokenAndTopkEqualTheDensePath) {
   EXPECT_LE(max_abs(lp_c, lp_d), 1e-5);
   EXPECT_LE(max_abs(hc.grad(), hd.grad()), 1e-5);
   EXPECT_LE(max_abs(wc.grad(), wd.grad()), 1e-5);
-  const auto [top_ids, top_lp] = chunked_topk_logprobs(h0, w0, K, 0.8, 3);
-  const auto [v, i] = at::log_softmax(at::linear(h0, w0) / 0.8, -1).topk(K, -1);
-  EXPECT_LE(max_abs(top_lp, v), 1e-5);
-  EXPECT_TRUE(at::equal(top_ids, i));  // random logits: no ties
+  const at::Tensor dense = at::log_softmax(at::linear(h0, w0) / 0.8, -1);  // [N,V]
+  const TopkLogprobs t = chunked_topk_logprobs(h0, w0, K, 0.8, 3, ids.select(1, 0));
+  const auto [v, i] = dense.topk(K, -1);
+  EXPECT_LE(max_abs(t.lp, v), 1e-5);
+  EXPECT_LE(max_abs(t.target_lp, dense.gather(-1, ids.select(1, 0).unsqueeze(-1)).squeeze(-1)), 1e-5);
+  EXPECT_LE(max_abs(dense.gather(-1, t.ids), v), 1e-5);  // the ids hold those values (ties: either id)
+  // max_id: the top k among the first 20 ids, normalised over all 29.
+  const TopkLogprobs f = chunked_topk_logprobs(h0, w0, K, 0.8, 3, at::Tensor(), 20);
+  const auto [vf, iff] = dense.narrow(-1, 0, 20).topk(K, -1);
+  EXPECT_LE(max_abs(f.lp, vf), 1e-5);
+  EXPECT_LT(f.ids.max().item<int64_t>(), 20);
+  EXPECT_FALSE(f.target_lp.defined());
 }
 
 // Gradients of every trainable parameter after one backward of a loss over the logits.

@@ -108,12 +108,15 @@ void score_logprobs(model::Transformer& model, std::vector<PackedRow>& rows, std
   model->train(was_training);
 }
 
-void score_teacher(model::Transformer& model, std::vector<PackedRow>& rows, const ScoringOptions& o, int64_t topk) {
+void score_teacher(model::Transformer& model, std::vector<PackedRow>& rows, const ScoringOptions& o, int64_t topk,
+                   int64_t max_id) {
   AGENTR1_CHECK(o.temperature > 0, "score_teacher: temperature must be > 0, got " << o.temperature);
   AGENTR1_CHECK(topk >= 0 && topk <= model->config().vocab_size,
                 "score_teacher: topk " << topk << " is not in 0.." << model->config().vocab_size);
-  score_logprobs(model, rows, &PackedRow::teacher_logprob, o);
-  if (topk == 0) return;
+  if (topk == 0) {  // the sampled tokens only: the policy's own scoring pass, to its bits
+    score_logprobs(model, rows, &PackedRow::teacher_logprob, o);
+    return;
+  }
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
@@ -123,10 +126,12 @@ void score_teacher(model::Transformer& model, std::vector<PackedRow>& rows, cons
       const TrainBatch b = collate(rows, mb, o.min_shared_prefix, o.device, o.tree_packing);
       const at::Tensor h = batch_hidden_states(*model, b).slice(/*dim=*/1, 0, -1);  // [B,T-1,H]
       const int64_t B = h.size(0), T = h.size(1);
-      auto [ids, lp] = chunked_topk_logprobs(h.reshape({B * T, h.size(2)}), model->lm_head_weight(), topk,
-                                             o.temperature, logits_chunk_tokens(model->config().vocab_size));
-      const at::Tensor ids_h = ids.to(at::Device(at::kCPU)).view({B, T, topk}).contiguous();
-      const at::Tensor lp_h = to_host(lp).view({B, T, topk});
+      const TopkLogprobs t = chunked_topk_logprobs(h.reshape({B * T, h.size(2)}), model->lm_head_weight(), topk,
+                                                   o.temperature, logits_chunk_tokens(model->config().vocab_size),
+                                                   b.targets.reshape({-1}), max_id);
+      write_back(rows, b, &PackedRow::teacher_logprob, to_host(t.target_lp).view({B, T}));
+      const at::Tensor ids_h = t.ids.to(at::Device(at::kCPU)).view({B, T, topk}).contiguous();
+      const at::Tensor lp_h = to_host(t.lp).view({B, T, topk});
       auto ia = ids_h.accessor<int64_t, 3>();
       auto la = lp_h.accessor<float, 3>();
       const size_t p = static_cast<size_t>(b.prefix_len);
@@ -134,11 +139,11 @@ void score_teacher(model::Transformer& model, std::vector<PackedRow>& rows, cons
         PackedRow& row = rows[static_cast<size_t>(b.rows[i])];
         row.teacher_topk_ids.assign(row.tokens.size() * k, 0);
         row.teacher_topk_logprob.assign(row.tokens.size() * k, 0.0f);
-        for (size_t t = p + 1; t < row.tokens.size(); ++t)
+        for (size_t tk = p + 1; tk < row.tokens.size(); ++tk)
           for (size_t j = 0; j < k; ++j) {
-            const int64_t c = static_cast<int64_t>(t - p - 1);
-            row.teacher_topk_ids[t * k + j] = static_cast<int32_t>(ia[static_cast<int64_t>(i)][c][static_cast<int64_t>(j)]);
-            row.teacher_topk_logprob[t * k + j] = la[static_cast<int64_t>(i)][c][static_cast<int64_t>(j)];
+            const int64_t c = static_cast<int64_t>(tk - p - 1);
+            row.teacher_topk_ids[tk * k + j] = static_cast<int32_t>(ia[static_cast<int64_t>(i)][c][static_cast<int64_t>(j)]);
+            row.teacher_topk_logprob[tk * k + j] = la[static_cast<int64_t>(i)][c][static_cast<int64_t>(j)];
           }
       }
     }

@@ -63,11 +63,13 @@ void score_logprobs(model::Transformer& model, std::vector<PackedRow>& rows, std
                     const ScoringOptions& opts, std::vector<float> PackedRow::*entropy_field = nullptr);
 
 // A distillation teacher's judgement of the rows (no grad; the model's training mode is
-// restored): teacher_logprob of every token (as score_logprobs computes it, so a teacher
-// equal to the policy gives the policy's bits), and with topk > 0 teacher_topk_ids /
-// teacher_topk_logprob, the topk most likely ids at each position and their log-probs
-// (token 0 and shared-prefix tokens get id 0 and log-prob 0, as in the other columns).
+// restored): teacher_logprob of every token, and with topk > 0 teacher_topk_ids /
+// teacher_topk_logprob, the topk most likely ids at each position (among ids < max_id
+// when max_id > 0: the student's vocabulary) and their log-probs; token 0 and
+// shared-prefix tokens get id 0 and log-prob 0, as in the other columns. topk = 0 takes
+// score_logprobs' pass, so a teacher equal to the policy gives the policy's bits; topk > 0
+// one pass through the head in chunks for both columns (equal to rounding).
 void score_teacher(model::Transformer& model, std::vector<PackedRow>& rows, const ScoringOptions& opts,
-                   int64_t topk);
+                   int64_t topk, int64_t max_id = 0);
 
 }  // namespace agentr1::train
