@@ -15,7 +15,9 @@
 
 Writes OUT/results.md (tables: held-out greedy success with its standard error at each
 validation, cumulative learner compute from perf/learner_gflop, the first validated step
-at >= 90% of the teacher's success) and OUT/curves.dat. Only the standard library.
+at >= 90% of the teacher's success), OUT/curves.dat (every run), OUT/mean_curves.dat and
+OUT/opd_curves.png (mean over seeds against steps and against learner TFLOP; gnuplot,
+when installed). Only the standard library.
 """
 import argparse
 import json
@@ -91,20 +93,15 @@ def main():
             # The built-in recipe's RL settings (configs/builtin.yaml) apply to a model.path
             # only when given, so they are repeated here for the half-width model.
             runs.append(("half", arm, s, os.path.join(a.out, f"half_{arm}_s{s}"),
-                         arms[arm] + [f"trainer.seed={s}", f"model.path={half}", "--config",
+                         arms[arm] + [f"trainer.seed={s}", f"model.path={half}", "--config=" +
                                       os.path.join(os.path.dirname(a.agentr1), "share/agentr1/configs/builtin.yaml")]))
     for student, arm, s, d, extra in runs:
         if a.report_only or os.path.exists(os.path.join(d, "summary.json")) and \
                 "final" in json.load(open(os.path.join(d, "summary.json"))):
             continue
-        cfg = [x for x in extra if x.startswith("--config")]
-        over = [x for x in extra if not x.startswith("--config")]
-        cmd = [a.agentr1, "train", "--overwrite", f"trainer.output_dir={d}"]
-        if "--config" in over:
-            i = over.index("--config")
-            cmd += ["--config", over[i + 1]]
-            over = over[:i] + over[i + 2:]
-        run(cmd + base + over, d + ".log")
+        cfg = [x for x in extra if x.startswith("--config=")]
+        over = [x for x in extra if not x.startswith("--config=")]
+        run([a.agentr1, "train", "--overwrite", f"trainer.output_dir={d}"] + cfg + base + over, d + ".log")
 
     # Report.
     t_succ = None
@@ -155,6 +152,37 @@ def main():
             p = sum(x[0] * x[1] for x in v) / n
             cells.append(f"{p:.3f} +- {se(p, n):.3f}")
         lines.append(f"| {student} | {arm} | " + " | ".join(cells) + " |")
+    # Plot: mean over seeds per arm, against RL steps and against cumulative learner TFLOP.
+    flops = {}
+    for student, arm, s_, d, _ in runs:
+        if os.path.exists(os.path.join(d, "metrics.jsonl")):
+            vals, gflop = read_run(d)
+            for st in vals:
+                flops.setdefault((student, arm, st), []).append(gflop.get(st, float("nan")) / 1e3)
+    blocks = []
+    names = sorted({(k[0], k[1]) for k in agg})
+    for student, arm in names:
+        rows = []
+        for st in steps:
+            v = agg.get((student, arm, st))
+            if v:
+                n = sum(x[1] for x in v)
+                p = sum(x[0] * x[1] for x in v) / n
+                f = flops[(student, arm, st)]
+                rows.append(f"{st} {sum(f) / len(f):.3f} {p:.4f} {se(p, n):.4f}")
+        blocks.append(f"# {student} {arm}\n" + "\n".join(rows))
+    open(os.path.join(a.out, "mean_curves.dat"), "w").write("\n\n\n".join(blocks) + "\n")
+    plots = lambda xcol: ", ".join(
+        f"'mean_curves.dat' index {i} using {xcol}:3:4 with yerrorlines title '{st} {arm}'"
+        for i, (st, arm) in enumerate(names))
+    teacher_line = f"{t_succ[0]:.4f} with lines dt 2 lc 'black' title 'teacher', " if t_succ else ""
+    gp = ("set terminal pngcairo noenhanced size 1200,450\nset output 'opd_curves.png'\nset multiplot layout 1,2\n"
+          "set key bottom right\nset ylabel 'held-out greedy success'\nset yrange [0:0.8]\n"
+          f"set xlabel 'RL step'\nplot {teacher_line}{plots(1)}\n"
+          f"set xlabel 'cumulative learner TFLOP'\nplot {teacher_line}{plots(2)}\nunset multiplot\n")
+    open(os.path.join(a.out, "opd_curves.gp"), "w").write(gp)
+    if subprocess.call(["sh", "-c", "command -v gnuplot >/dev/null"]) == 0:
+        subprocess.call(["gnuplot", "opd_curves.gp"], cwd=a.out)
     open(os.path.join(a.out, "results.md"), "w").write("\n".join(lines) + "\n")
     open(os.path.join(a.out, "curves.dat"), "w").write(
         "# run step cumulative_learner_gflop greedy_success stderr\n" + "\n".join(curves) + "\n")
