@@ -9,7 +9,8 @@
 //   register_tool("calculator", [](const json& kwargs) { return std::make_unique<Calculator>(); });
 //
 // execute() may throw: ToolEnv turns any exception into an error text for the model
-// (counted in metrics) and the episode goes on. It runs on a thread pool with a
+// (counted in metrics) and the episode goes on; ToolInfraError marks the failure as the
+// infrastructure's, not the model's. It runs on a thread pool with a
 // per-tool timeout, so it must not touch shared state without locking.
 #pragma once
 
@@ -19,9 +20,21 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/error.h"
 #include "agentr1/core/json.h"
 
 namespace agentr1::env {
+
+// Thrown by execute() when the call failed for a reason that is not the model's doing:
+// a server that died or never started, a sandbox that could not be created. ToolEnv
+// reports it to the model as an error text like any failure, but counts it as
+// "infra_failures" (call status "infra_error"); the flow marks the trajectory
+// (Trajectory::infra_failure) and the advantage leaves it out of its group rather than
+// scoring it as a wrong answer.
+class ToolInfraError : public Error {
+ public:
+  explicit ToolInfraError(const std::string& what) : Error(what) {}
+};
 
 struct ToolResult {
   std::string text;                 // what the model sees
