@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Data parallelism end to end (`agentr1 launch`, Gloo on 127.0.0.1), on a tiny model:
 #  1. GRPO, PPO with a critic, KL in the reward and a scoring pass, and GRPO with online
-#     policy distillation from a second model (k1_pg plus the task's advantage, the
-#     teacher's log-probs compared as losses are): 2 ranks give the
+#     policy distillation from a second model (k1_pg plus the task's advantage, and
+#     topk_fkl, whose top-k ids and log-probs the ranks share; the teacher's log-probs
+#     and the distillation losses compared as losses are): 2 ranks give the
 #     same trajectories (every token of every step, and step 1's behaviour log-probs, all
 #     compared exactly) as 1 process with
 #     the same global batch and seed, the same gradient norms and losses in step 1 (to
@@ -42,6 +43,8 @@ ppo=(trainer.total_steps=4 algorithm.adv_estimator=gae algorithm.use_kl_in_rewar
 "$bin" init-model --arch qwen3 --tokenizer "$src/tests/fixtures/flow/tiny_qwen3" --hidden-size 32 \
   --intermediate-size 64 --layers 2 --heads 4 --kv-heads 2 --seed 6 --out "$tmp/teacher" >/dev/null || exit 1
 opd=(trainer.total_steps=3 algorithm.distill.teacher="$tmp/teacher" algorithm.distill.use_task_rewards=true)
+# The top-k forward KL: the teacher's top-k ids and log-probs are shared between ranks too.
+opd_topk=("${opd[@]}" algorithm.distill.loss=topk_fkl algorithm.distill.topk=8 algorithm.distill.coef=0.5)
 
 compare() {  # compare ONE TWO PARAM_TOL
   python3 - "$1" "$2" "$3" <<'EOF'
@@ -76,7 +79,7 @@ ok = ok and sorted(ma) == sorted(mb) and len(ma) > 0
 worst = {1: 0.0, 2: 0.0}
 for s in ma:
     for k in ("actor/grad_norm", "critic/grad_norm", "actor/pg_loss", "critic/vf_loss", "actor/entropy",
-              "distill/reverse_kl", "distill/teacher_logprob"):
+              "distill/reverse_kl", "distill/teacher_logprob", "distill/topk_fkl", "distill/topk_mass"):
         if k in ma[s]:
             x, y = ma[s][k], mb[s].get(k, float("nan"))
             d = abs(x - y) / max(abs(x), 1e-3)
@@ -101,7 +104,7 @@ sys.exit(0 if ok and d <= tol and pa.keys() == pb.keys() else 1)
 EOF
 }
 
-for algo in grpo ppo opd; do
+for algo in grpo ppo opd opd_topk; do
   declare -n extra=$algo
   "$bin" train "${base[@]}" "${extra[@]}" trainer.threads=2 trainer.output_dir="$tmp/$algo-1" >"$tmp/$algo-1.log" 2>&1 ||
     { cat "$tmp/$algo-1.log"; exit 1; }

@@ -252,9 +252,6 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   }
   const DistillSection& distill = c.algorithm.distill;
   if (distill.enabled() && distill.options.kind == algo::DistillLoss::kTopkFkl) {
-    AGENTR1_CHECK(!pg_, "algorithm.distill.loss=topk_fkl with " << pg_->world_size()
-                            << " data-parallel ranks is not supported yet (the teacher's top-k columns are not "
-                               "shared between ranks); HINT: algorithm.distill.loss=k1_pg, or one process");
     ao.distill_topk = distill.options;
   }
   learner_ = std::make_unique<Learner>(policy_, reference, std::move(critic), ao, device_);

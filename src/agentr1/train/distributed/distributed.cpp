@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <future>
 #include <sstream>
+#include <type_traits>
 #include <unordered_map>
 
 // Debian's libtorch is built with Gloo; its header is guarded by the build's macro.
@@ -343,39 +344,61 @@ std::vector<Trajectory> gather_trajectories(const std::vector<Trajectory>& mine,
   return all;
 }
 
+namespace {
+
+// One column of `width` values per token (ids or floats), filled on the ranks that own
+// each row, summed over the ranks: every entry is non-zero on at most one rank, so the
+// sum is exact. A column no owned row has on any rank is skipped (not computed).
+template <class T>
+void share_column(std::vector<PackedRow>& rows, const std::vector<uint8_t>& owned, std::vector<T> PackedRow::*col,
+                  const char* name, ProcessGroup& pg) {
+  // Values per token: the same on every rank (one config); 0 = not computed anywhere.
+  double width = 0;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (owned[i] && !(rows[i].*col).empty() && !rows[i].tokens.empty())
+      width = std::max(width, static_cast<double>((rows[i].*col).size() / rows[i].tokens.size()));
+  const int64_t w = static_cast<int64_t>(pg.all_reduce_max(width, "row columns: present"));
+  if (w == 0) return;
+  int64_t total = 0;
+  for (const auto& r : rows) total += static_cast<int64_t>(r.tokens.size()) * w;
+  constexpr bool kInt = std::is_same_v<T, int32_t>;
+  at::Tensor flat = at::zeros({std::max<int64_t>(1, total)}, kInt ? at::kInt : at::kFloat);
+  T* p = flat.data_ptr<T>();
+  int64_t off = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& v = rows[i].*col;
+    const int64_t n = static_cast<int64_t>(rows[i].tokens.size()) * w;
+    if (owned[i]) {
+      AGENTR1_CHECK(static_cast<int64_t>(v.size()) == n, "share_row_columns: row " << i << " has " << v.size() << " "
+                                                            << name << " values for " << rows[i].tokens.size()
+                                                            << " tokens x " << w);
+      std::copy(v.begin(), v.end(), p + off);
+    }
+    off += n;
+  }
+  pg.all_reduce_sum(flat, std::string("row columns: ") + name);
+  off = 0;
+  for (auto& r : rows) {
+    const int64_t n = static_cast<int64_t>(r.tokens.size()) * w;
+    (r.*col).assign(p + off, p + off + n);
+    off += n;
+  }
+}
+
+}  // namespace
+
 void share_row_columns(std::vector<PackedRow>& rows, const std::vector<uint8_t>& owned,
                        const std::vector<std::vector<float> PackedRow::*>& columns, ProcessGroup& pg) {
   AGENTR1_CHECK(owned.size() == rows.size(), "share_row_columns: " << owned.size() << " flags for " << rows.size()
                                                                     << " rows");
-  int64_t total = 0;
-  for (const auto& r : rows) total += static_cast<int64_t>(r.tokens.size());
-  for (auto col : columns) {
-    // Whether this column was computed at all (the same on every rank: the same config).
-    double has = 0;
-    for (size_t i = 0; i < rows.size(); ++i)
-      if (owned[i] && !(rows[i].*col).empty()) has = 1;
-    if (pg.all_reduce_max(has, "row columns: present") == 0) continue;
-    at::Tensor flat = at::zeros({std::max<int64_t>(1, total)}, at::kFloat);
-    float* p = flat.data_ptr<float>();
-    int64_t off = 0;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const auto& v = rows[i].*col;
-      if (owned[i]) {
-        AGENTR1_CHECK(v.size() == rows[i].tokens.size(), "share_row_columns: row " << i << " has " << v.size()
-                                                         << " values for " << rows[i].tokens.size() << " tokens");
-        std::copy(v.begin(), v.end(), p + off);
-      }
-      off += static_cast<int64_t>(rows[i].tokens.size());
-    }
-    // Each entry is non-zero on at most one rank: the sum is exact.
-    pg.all_reduce_sum(flat, "row columns");
-    off = 0;
-    for (auto& r : rows) {
-      auto& v = r.*col;
-      v.assign(p + off, p + off + static_cast<int64_t>(r.tokens.size()));
-      off += static_cast<int64_t>(r.tokens.size());
-    }
-  }
+  for (auto col : columns) share_column(rows, owned, col, "log-probs", pg);
+}
+
+void share_teacher_topk(std::vector<PackedRow>& rows, const std::vector<uint8_t>& owned, ProcessGroup& pg) {
+  AGENTR1_CHECK(owned.size() == rows.size(), "share_teacher_topk: " << owned.size() << " flags for " << rows.size()
+                                                                     << " rows");
+  share_column(rows, owned, &PackedRow::teacher_topk_ids, "teacher top-k ids", pg);
+  share_column(rows, owned, &PackedRow::teacher_topk_logprob, "teacher top-k log-probs", pg);
 }
 
 std::vector<uint8_t> update_share(const std::vector<PackedRow>& rows, const std::vector<int64_t>& mini, int rank,

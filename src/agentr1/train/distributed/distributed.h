@@ -164,6 +164,10 @@ std::vector<Trajectory> gather_trajectories(const std::vector<Trajectory>& mine,
 void share_row_columns(std::vector<PackedRow>& rows, const std::vector<uint8_t>& owned,
                        const std::vector<std::vector<float> PackedRow::*>& columns, ProcessGroup& pg);
 
+// The same for the teacher's top-k columns (algorithm.distill.loss=topk_fkl): K ids and
+// K log-probs per token, K the same on every rank; exact (ids are summed as integers).
+void share_teacher_topk(std::vector<PackedRow>& rows, const std::vector<uint8_t>& owned, ProcessGroup& pg);
+
 // Which rows of a mini-batch (rows[mini...]) this rank forwards, one flag per entry of
 // mini: the mini-batch's trajectories (in first-appearance order) split into contiguous,
 // near-equal blocks by rank; a row goes with its trajectory.

@@ -86,6 +86,7 @@ Metrics Learner::score(std::vector<PackedRow>& rows) {
                                                       &PackedRow::teacher_logprob};
     if (!bypass) cols.push_back(&PackedRow::old_logprob);
     share_row_columns(rows, owned, cols, *pg_);
+    share_teacher_topk(rows, owned, *pg_);
     m["timing/share_scores"] = seconds_since(t0);
   }
   double diff = 0;
