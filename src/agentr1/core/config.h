@@ -441,6 +441,16 @@ struct DescribeStructList {
 };
 
 template <class U>
+struct DescribeStructMap {
+  static void run(const std::map<std::string, U>& value, const std::string& key, const std::string& doc,
+                  std::vector<Entry>& out) {
+    out.push_back(Entry{key, Codec<std::map<std::string, U>>::type_name(),
+                        Codec<std::map<std::string, U>>::write(value), doc, false});
+    describe_struct(U{}, key + ".<name>", out);  // value fields, with value defaults
+  }
+};
+
+template <class U>
 void describe_one(const U& value, const std::string& key, const std::string& doc,
                   std::vector<Entry>& out) {
   if constexpr (has_visit<U>::value) {
@@ -456,6 +466,15 @@ void describe_one(const std::vector<U>& value, const std::string& key, const std
     DescribeStructList<U>::run(value, key, doc, out);
   } else {
     Describe<std::vector<U>>::run(value, key, doc, out);
+  }
+}
+template <class U>
+void describe_one(const std::map<std::string, U>& value, const std::string& key, const std::string& doc,
+                  std::vector<Entry>& out) {
+  if constexpr (has_visit<U>::value) {
+    DescribeStructMap<U>::run(value, key, doc, out);
+  } else {
+    Describe<std::map<std::string, U>>::run(value, key, doc, out);
   }
 }
 

@@ -76,6 +76,7 @@ struct RolloutOptions {
   std::vector<ToolOptions> tools{};   // tools offered to the policy
   std::map<std::string, double> reward_weights{{"format", 0.1}};  // per-reward weights
   json engine_kwargs = json::object();  // free-form engine arguments
+  std::map<std::string, ToolOptions> named_tools{};  // tools by name (a map of sections)
   template <class V>
   void visit(V& v) {
     v.field("n", n, "samples per prompt");
@@ -88,6 +89,7 @@ struct RolloutOptions {
     v.field("tools", tools, "tools offered to the policy");
     v.field("reward_weights", reward_weights, "per-reward weights");
     v.field("engine_kwargs", engine_kwargs, "free-form engine arguments");
+    v.field("named_tools", named_tools, "tools by name");
   }
   void validate() const {
     AGENTR1_CHECK(mode == "sync" || mode == "async",
@@ -751,6 +753,11 @@ TEST(Bind, DescribeListsKeysTypesDefaultsDocs) {
   EXPECT_HAS(d, "rollout.tools[].timeout_s");
   EXPECT_HAS(d, "list[section]");
   EXPECT_HAS(d, "map[string, double]");
+  // A map of sections lists its value's fields under <name>, with their defaults.
+  EXPECT_HAS(d, "rollout.named_tools ");
+  EXPECT_HAS(d, "rollout.named_tools.<name>.timeout_s");
+  EXPECT_HAS(d, "per-call timeout");
+  EXPECT_LT(d.find("rollout.named_tools "), d.find("rollout.named_tools.<name>.name"));
   EXPECT_HAS(d, "\"sync\"");
   // Each field on its own line, in visit() order.
   const auto lr = d.find("actor.optim.lr");
