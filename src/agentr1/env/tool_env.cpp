@@ -71,6 +71,10 @@ void ToolEnvOptions::validate() const {
                   "'tool_format' is '" << tool_format << "', which is not a registered tool format; known: "
                                      << join(formats) << ", or auto (the chat template's own)");
   }
+  for (size_t i = 0; i < mcp_servers.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      AGENTR1_CHECK(mcp_servers[i].name != mcp_servers[j].name,
+                    "'mcp_servers' names '" << mcp_servers[i].name << "' twice; give each server its own name");
   AGENTR1_CHECK(context.is_string() || context.is_object(),
                 "'context' must be a policy name or {\"type\": name, ...options}, got " << context.dump());
   for (const auto& kv : tool_kwargs.items()) {
@@ -102,6 +106,19 @@ ToolEnv::ToolEnv(const EnvContext& ctx, ToolEnvOptions options)
     });
     tools_schema_.push_back(tool->schema());
     tools_.push_back(std::move(tool));
+  }
+  for (const auto& spec : options_.mcp_servers) {  // MCP tools, after the named ones
+    for (auto& tool : make_mcp_tools(spec, options_.tool_timeout_s)) {  // ToolInfraError as is
+      for (const auto& t : tools_)
+        AGENTR1_CHECK(t->name() != tool->name(),
+                      "tool env option 'mcp_servers': MCP server '"
+                          << spec.name << "' offers a tool '" << tool->name()
+                          << "', a name already taken; set prefix_tools: true on that server (its tools become "
+                          << spec.name << "__<tool>) or leave the tool out of its 'tools' list");
+      if (tools_schema_.is_null()) tools_schema_ = json::array();
+      tools_schema_.push_back(tool->schema());
+      tools_.push_back(std::move(tool));
+    }
   }
   if (!options_.tools_in_prompt) tools_schema_ = json();  // tools stay callable, unlisted
   const std::string format_name = options_.tool_format == "auto"

@@ -57,6 +57,7 @@
 #include "agentr1/env/context_policy.h"
 #include "agentr1/env/tool.h"
 #include "agentr1/text/jinja/chat_template.h"
+#include "agentr1/env/mcp.h"
 
 namespace agentr1::text {
 class ToolFormat;
@@ -88,6 +89,8 @@ struct ToolEnvOptions {
                                       // its tools in training sees no schema (shorter prompts)
 
   // Names every field once (core/config.h's bind_into, config_to_json, describe_config).
+  std::vector<McpServerSpec> mcp_servers;  // MCP servers (env/mcp.h) whose tools are offered
+                                           // after `tools`; each started once per process
   template <class V>
   void visit(V& v) {
     v.field("tools", tools, "registered tool names offered to the model");
@@ -111,6 +114,8 @@ struct ToolEnvOptions {
             "render the tool schemas into the prompt; false = the model learned its tools");
   }
 
+    v.field("mcp_servers", mcp_servers,
+            "MCP servers whose tools are offered: [{name, command, args, env, ...}] (env/mcp.h)");
   // Builds options from kwargs (the flow defaults merged with the sample's env_kwargs;
   // null = defaults) with bind_into, the keys named env_kwargs.<key>: an unknown key
   // fails with the nearest and the valid keys, a wrong type or range with the key, the

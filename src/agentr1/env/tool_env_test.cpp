@@ -201,7 +201,7 @@ TEST_F(EnvFixture, OptionsFromJsonAndErrors) {
   EXPECT_EQ(ToolEnvOptions::from_json(json()).to_json(), ToolEnvOptions().to_json());
   // to_json is every field, in visit() order.
   const json all = ToolEnvOptions().to_json();
-  EXPECT_EQ(all.size(), 10u);
+  EXPECT_EQ(all.size(), 11u);
   EXPECT_EQ(all.begin().key(), "tools");
   EXPECT_EQ(all["tool_latency_ms"], json::array());
 }
