@@ -18,6 +18,15 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A failure of the infrastructure around an episode, not of the model's output: a tool
+// server that died, a sandbox that could not start, a reward service that did not
+// answer. The flow marks the trajectory (Trajectory::infra_failure) and the trainer
+// leaves it out of its group's advantage instead of scoring it as a wrong answer.
+class InfraError : public Error {
+ public:
+  explicit InfraError(const std::string& what) : Error(what) {}
+};
+
 // Calls fn(); if it throws, rethrows agentr1::Error("<context>: <original message>").
 template <typename Fn>
 auto with_context(const std::string& context, Fn&& fn) -> decltype(fn()) {

@@ -198,6 +198,7 @@ json Trajectory::to_json() const {
   j["uid"] = uid;
   j["group"] = group;
   if (!data_source.empty()) j["data_source"] = data_source;
+  if (!infra_failure.empty()) j["infra_failure"] = infra_failure;
   j["outcome_reward"] = outcome_reward;
   j["metrics"] = metrics;
   json steps_j = json::array();
@@ -211,10 +212,18 @@ Trajectory Trajectory::from_json(const json& j) {
   t.uid = j.value("uid", "");
   t.group = j.value("group", "");
   t.data_source = j.value("data_source", "");
+  t.infra_failure = j.value("infra_failure", "");
   t.outcome_reward = j.value("outcome_reward", 0.0f);
   if (j.contains("metrics")) t.metrics = j["metrics"];
   for (const auto& s : j.at("steps")) t.steps.push_back(Step::from_json(s));
   return t;
+}
+
+std::vector<Trajectory> take_infra_failures(std::vector<Trajectory>& trajs) {
+  std::vector<Trajectory> failed, kept;
+  for (auto& t : trajs) (t.infra_failure.empty() ? kept : failed).push_back(std::move(t));
+  trajs = std::move(kept);
+  return failed;
 }
 
 }  // namespace agentr1

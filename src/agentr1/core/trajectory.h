@@ -91,6 +91,12 @@ struct Trajectory {
   std::string data_source;           // the sample's data_source (routes it to a distillation
                                      // teacher); "" = none. On disk only when not ""
   std::vector<Step> steps;
+  std::string infra_failure;         // "" = none; else why the episode's infrastructure failed
+                                     // (a tool's server or sandbox, the reward service:
+                                     // core/error.h's InfraError). Such a trajectory is not
+                                     // the model's doing: the trainer leaves it out of its
+                                     // group's advantage and counts it (env/infra_failures).
+                                     // On disk only when not ""
   float outcome_reward = 0.0f;       // reward from the reward_model rule at the end
   json metrics = json::object();     // num_turns, tool_calls, tool_errors, ...
 
@@ -99,5 +105,10 @@ struct Trajectory {
   json to_json() const;
   static Trajectory from_json(const json& j);
 };
+
+// Moves the trajectories marked infra_failure out of `trajs` (the rest keep their order)
+// and returns them in order. The trainer trains on what stays: a group's advantage is
+// computed over its members that the infrastructure did not fail.
+std::vector<Trajectory> take_infra_failures(std::vector<Trajectory>& trajs);
 
 }  // namespace agentr1

@@ -113,6 +113,23 @@ TEST(TrajectoryTest, RoundTripAndTotalReward) {
 
 // The typed fields are written into "info" under the keys they had as info entries,
 // first and in a fixed order, and read back out of it; info keeps only what is logged.
+TEST(TrajectoryTest, InfraFailureRoundTripsAndIsTakenOut) {
+  std::vector<Trajectory> ts(4);
+  for (size_t i = 0; i < ts.size(); ++i) ts[i].uid = "t" + std::to_string(i);
+  ts[1].infra_failure = "tool 'python': the sandbox could not start";
+  ts[3].infra_failure = "reward function 'judge': timed out";
+  // On disk only when set, and read back.
+  EXPECT_FALSE(ts[0].to_json().contains("infra_failure"));
+  EXPECT_EQ(Trajectory::from_json(ts[1].to_json()).infra_failure, ts[1].infra_failure);
+  const std::vector<Trajectory> failed = take_infra_failures(ts);
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_EQ(failed[0].uid, "t1");
+  EXPECT_EQ(failed[1].uid, "t3");
+  ASSERT_EQ(ts.size(), 2u);
+  EXPECT_EQ(ts[0].uid, "t0");
+  EXPECT_EQ(ts[1].uid, "t2");
+}
+
 TEST(StepTest, TypedFieldsRoundTripUnderInfoWithTheirKeys) {
   Step s;
   s.prompt_ids = {1, 2};

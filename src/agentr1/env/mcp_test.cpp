@@ -413,9 +413,9 @@ TEST(McpFake, InfraErrorReachesTheModelThroughToolEnv) {
   const StepResult r = env.step(response("<tool_call>\n{\"name\": \"crash\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(r.done);
   EXPECT_EQ(r.info["tool_errors"], 1) << r.info.dump();
-  if (r.info.contains("infra_failures")) {  // ToolEnv's count of infrastructure failures
-    EXPECT_EQ(r.info["infra_failures"], 1) << r.info.dump();
-  }
+  EXPECT_EQ(r.info["infra_failures"], 1) << r.info.dump();  // not the model's fault: the trajectory is marked
+  EXPECT_TRUE(r.info.contains("infra_error")) << r.info.dump();
+  EXPECT_EQ(r.info["calls"][0]["status"], "infra_error") << r.info.dump();
   const std::string next = tok().decode(r.observation.tokens());
   EXPECT_TRUE(contains(next, "exited with status 3")) << next;
 }

@@ -31,9 +31,9 @@ namespace agentr1::env {
 // "infra_failures" (call status "infra_error"); the flow marks the trajectory
 // (Trajectory::infra_failure) and the advantage leaves it out of its group rather than
 // scoring it as a wrong answer.
-class ToolInfraError : public Error {
+class ToolInfraError : public InfraError {
  public:
-  explicit ToolInfraError(const std::string& what) : Error(what) {}
+  explicit ToolInfraError(const std::string& what) : InfraError(what) {}
 };
 
 struct ToolResult {

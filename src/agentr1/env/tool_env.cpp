@@ -190,7 +190,7 @@ ToolEnv::PendingCall ToolEnv::start_call(const std::string& tool_name, const jso
     if (t->name() == tool_name) tool = t;
   if (!tool) {
     call.done = CallOutcome{
-        "Error: unknown tool '" + tool_name + "'; available tools: " + join(options_.tools),
+        "Error: unknown tool '" + tool_name + "'; available tools: " + join(tool_names()),
         "unknown_tool", std::nullopt};
     return call;
   }
@@ -200,6 +200,8 @@ ToolEnv::PendingCall ToolEnv::start_call(const std::string& tool_name, const jso
       if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
       ToolResult r = tool->execute(arguments);
       call.done = CallOutcome{clip(std::move(r.text)), "ok", r.reward};
+    } catch (const InfraError& e) {
+      call.done = infra_outcome(tool_name, e);
     } catch (const std::exception& e) {
       call.done = CallOutcome{"Error: tool '" + tool_name + "' failed: " + e.what(), "error",
                               std::nullopt};
@@ -225,6 +227,21 @@ ToolEnv::PendingCall ToolEnv::start_call(const std::string& tool_name, const jso
     return tool->execute(arguments);
   });
   return call;
+}
+
+std::vector<std::string> ToolEnv::tool_names() const {
+  std::vector<std::string> names;
+  for (const auto& t : tools_) names.push_back(t->name());
+  return names;
+}
+
+// A call that failed for the infrastructure's reasons (ToolInfraError: a dead server, a
+// sandbox that could not start). The model is told, as for any failure; the status marks
+// the trajectory so the trainer leaves it out of its group's advantage.
+ToolEnv::CallOutcome ToolEnv::infra_outcome(const std::string& name, const InfraError& e) {
+  CallOutcome out{"Error: tool '" + name + "' is unavailable (" + e.what() + ")", "infra_error", std::nullopt};
+  out.detail = e.what();
+  return out;
 }
 
 ToolEnv::CallOutcome ToolEnv::finish_call(PendingCall& call) {
@@ -254,6 +271,8 @@ ToolEnv::CallOutcome ToolEnv::finish_call(PendingCall& call) {
   try {
     ToolResult r = call.future.get();
     return {clip(std::move(r.text)), "ok", r.reward};
+  } catch (const InfraError& e) {
+    return infra_outcome(name, e);
   } catch (const std::exception& e) {
     return {"Error: tool '" + name + "' failed: " + e.what(), "error", std::nullopt};
   } catch (...) {
@@ -272,7 +291,8 @@ StepResult ToolEnv::step(const Action& action) {
   StepResult result;
   result.anchor = anchor_;
   json info = json::object();
-  int n_calls = 0, n_errors = 0, n_timeouts = 0, n_malformed = 0, n_unknown = 0;
+  int n_calls = 0, n_errors = 0, n_timeouts = 0, n_malformed = 0, n_unknown = 0, n_infra = 0;
+  std::string infra_error;  // the first infrastructure failure's message
   json calls_info = json::array();
 
   if (!parsed.has_tool_call_markup()) {
@@ -284,6 +304,7 @@ StepResult ToolEnv::step(const Action& action) {
     result.done = true;
     info["tool_calls"] = 0;
     info["tool_errors"] = 0;
+    info["infra_failures"] = 0;
     info["tool_timeouts"] = 0;
     info["malformed_calls"] = 0;
     info["unknown_tools"] = 0;
@@ -397,6 +418,9 @@ StepResult ToolEnv::step(const Action& action) {
     if (out.status != "ok") ++n_errors;
     if (out.status == "timeout") ++n_timeouts;
     if (out.status == "unknown_tool") ++n_unknown;
+    if (out.status == "infra_error") {
+      if (n_infra++ == 0) infra_error = "tool '" + call.name + "': " + out.detail;
+    }
     if (out.reward) reward += *out.reward;
     note(call.name, out.status);
     add_tool_message(call.name, out.text, i);
@@ -419,6 +443,8 @@ StepResult ToolEnv::step(const Action& action) {
   info["tool_timeouts"] = n_timeouts;
   info["malformed_calls"] = n_malformed;
   info["unknown_tools"] = n_unknown;
+  info["infra_failures"] = n_infra;
+  if (n_infra > 0) info["infra_error"] = infra_error;
   info["calls"] = std::move(calls_info);
 
   ContextReport report;

@@ -40,8 +40,10 @@
 // StepResult.info holds ints "tool_calls" (calls attempted, malformed included),
 // "tool_errors" (all failed calls), "tool_timeouts", "malformed_calls",
 // "unknown_tools", "context_omitted_turns" (earlier turns the next prompt leaves out,
-// by the context policy), plus "calls": [{"name", "status"}] with status one of ok,
-// error, timeout, unknown_tool, malformed, over_limit. StepResult.anchor is the previous
+// by the context policy), "infra_failures" (calls whose tool threw ToolInfraError: not
+// the model's fault; with string "infra_error", the first one's message, which marks the
+// trajectory), plus "calls": [{"name", "status"}] with status one of ok, error, timeout,
+// unknown_tool, malformed, over_limit, infra_error. StepResult.anchor is the previous
 // turn's tool responses, joined by "\n" ("<start>" at the first step).
 #pragma once
 
@@ -55,9 +57,9 @@
 #include "agentr1/core/rng.h"
 #include "agentr1/env/agent_env.h"
 #include "agentr1/env/context_policy.h"
+#include "agentr1/env/mcp.h"
 #include "agentr1/env/tool.h"
 #include "agentr1/text/jinja/chat_template.h"
-#include "agentr1/env/mcp.h"
 
 namespace agentr1::text {
 class ToolFormat;
@@ -87,10 +89,10 @@ struct ToolEnvOptions {
   bool tools_in_prompt = true;        // render the tools' schemas into the prompt (the chat
                                       // template's tools block); false: a model that learned
                                       // its tools in training sees no schema (shorter prompts)
-
-  // Names every field once (core/config.h's bind_into, config_to_json, describe_config).
   std::vector<McpServerSpec> mcp_servers;  // MCP servers (env/mcp.h) whose tools are offered
                                            // after `tools`; each started once per process
+
+  // Names every field once (core/config.h's bind_into, config_to_json, describe_config).
   template <class V>
   void visit(V& v) {
     v.field("tools", tools, "registered tool names offered to the model");
@@ -112,10 +114,10 @@ struct ToolEnvOptions {
             "simulated tool-call latency: [] none, [ms] fixed, [lo, hi] uniform (ms)");
     v.field("tools_in_prompt", tools_in_prompt,
             "render the tool schemas into the prompt; false = the model learned its tools");
-  }
-
     v.field("mcp_servers", mcp_servers,
             "MCP servers whose tools are offered: [{name, command, args, env, ...}] (env/mcp.h)");
+  }
+
   // Builds options from kwargs (the flow defaults merged with the sample's env_kwargs;
   // null = defaults) with bind_into, the keys named env_kwargs.<key>: an unknown key
   // fails with the nearest and the valid keys, a wrong type or range with the key, the
@@ -151,9 +153,12 @@ class ToolEnv : public AgentEnv {
  private:
   struct CallOutcome {
     std::string text;            // what the model sees
-    std::string status;          // ok, error, timeout, unknown_tool
+    std::string status;          // ok, error, timeout, unknown_tool, infra_error
     std::optional<float> reward;
+    std::string detail;          // infra_error: the failure's message (for the trajectory)
   };
+  static CallOutcome infra_outcome(const std::string& name, const InfraError& e);
+  std::vector<std::string> tool_names() const;  // every tool offered (named, then MCP), in order
   struct PendingCall;
   PendingCall start_call(const std::string& tool_name, const json& arguments);
   CallOutcome finish_call(PendingCall& call);

@@ -117,6 +117,52 @@ TEST_F(LoopTest, WrongAnswerGetsNoOutcomeReward) {
   EXPECT_EQ(t.metrics["success"], 0);
 }
 
+// A tool whose infrastructure failed (ToolInfraError): the model is told, as for any
+// failure, the episode goes on, and the trajectory is marked (the trainer leaves it out
+// of its group) with the first failure's message; a plain tool error marks nothing.
+TEST_F(LoopTest, InfrastructureFailureOfAToolMarksTheTrajectory) {
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), new ThreadPool(2)}) {
+    std::unique_ptr<ThreadPool> own(pool);
+    const std::string text = call_text("offline", "{}") + "\n" + call_text("broken", "{}");
+    ScriptedGenerator gen(ScriptedGenerator::queue({turn_ids(text), turn_ids("#### 5")}));
+    FlowContext ctx = make_context(&gen, pool);
+    FlowOptions o = opts();
+    o.env_kwargs = {{"tools", {"offline", "broken"}}};
+    Trajectory t = AgentEnvLoop("tool").run(make_sample("2+3?", "5"), ctx, o, 3);
+    ASSERT_EQ(t.steps.size(), 2u);
+    const std::string next = tok().decode(t.steps[1].prompt_ids);
+    EXPECT_TRUE(contains(next, "Error: tool 'offline' is unavailable (server 'offline' exited with status 1)"))
+        << next;
+    EXPECT_EQ(t.metrics["infra_failures"], 1);
+    EXPECT_EQ(t.metrics["tool_errors"], 2);
+    EXPECT_EQ(t.steps[0].info["calls"][0]["status"], "infra_error");
+    EXPECT_EQ(t.steps[0].info["calls"][1]["status"], "error");
+    EXPECT_EQ(t.infra_failure, "tool 'offline': server 'offline' exited with status 1");
+    EXPECT_FLOAT_EQ(t.outcome_reward, 1.0f);  // scored as usual; the mark decides its use
+  }
+  // Only a plain failure: no mark.
+  const std::string text = call_text("broken", "{}");
+  ScriptedGenerator gen(ScriptedGenerator::queue({turn_ids(text), turn_ids("#### 5")}));
+  FlowContext ctx = make_context(&gen);
+  FlowOptions o = opts();
+  o.env_kwargs = {{"tools", {"broken"}}};
+  Trajectory t = AgentEnvLoop("tool").run(make_sample("2+3?", "5"), ctx, o, 3);
+  EXPECT_EQ(t.metrics["infra_failures"], 0);
+  EXPECT_EQ(t.infra_failure, "");
+}
+
+// A reward service that failed (InfraError from the reward function): outcome 0 and the
+// trajectory marked, not a wrong answer.
+TEST_F(LoopTest, InfrastructureFailureOfTheRewardMarksTheTrajectory) {
+  ScriptedGenerator gen(ScriptedGenerator::queue({turn_ids("#### 5")}));
+  FlowContext ctx = make_context(&gen);
+  FlowOptions o = opts();
+  o.reward_fn = "flow_test_down";
+  Trajectory t = AgentEnvLoop("tool").run(make_sample("2+3?", "5"), ctx, o, 3);
+  EXPECT_EQ(t.infra_failure, "reward function 'flow_test_down': judge at 127.0.0.1:9 did not answer");
+  EXPECT_FLOAT_EQ(t.outcome_reward, 0.0f);
+}
+
 // (3) malformed JSON, unknown tool, a throwing tool, a timed-out tool.
 TEST_F(LoopTest, ToolFailuresAreVisibleCountedAndTheEpisodeContinues) {
   ThreadPool tools(2);

@@ -175,6 +175,16 @@ class BrokenTool : public env::Tool {
   json parameters() const override { return json::parse(R"({"type": "object"})"); }
   env::ToolResult execute(const json&) override { throw std::runtime_error("boom"); }
 };
+// A tool whose server is down: every call is an infrastructure failure.
+class OfflineTool : public env::Tool {
+ public:
+  std::string name() const override { return "offline"; }
+  std::string description() const override { return "Its server is down."; }
+  json parameters() const override { return json::parse(R"({"type": "object"})"); }
+  env::ToolResult execute(const json&) override {
+    throw env::ToolInfraError("server 'offline' exited with status 1");
+  }
+};
 class SlowTool : public env::Tool {
  public:
   std::string name() const override { return "slow"; }
@@ -195,8 +205,9 @@ class EchoTool : public env::Tool {
   }
 };
 
-// Registers the fake tools and the reward function "flow_test" (1 when the response
-// contains "#### <ground truth>", else 0) once per process.
+// Registers the fake tools and the reward functions "flow_test" (1 when the response
+// contains "#### <ground truth>", else 0) and "flow_test_down" (throws InfraError) once
+// per process.
 inline void register_fakes() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -204,6 +215,13 @@ inline void register_fakes() {
     env::register_tool("broken", [](const json&) { return std::make_unique<BrokenTool>(); });
     env::register_tool("slow", [](const json&) { return std::make_unique<SlowTool>(); });
     env::register_tool("echo", [](const json&) { return std::make_unique<EchoTool>(); });
+    env::register_tool("offline", [](const json&) { return std::make_unique<OfflineTool>(); });
+    // A reward service that does not answer.
+    tasks::register_reward_fn("flow_test_down", [](const json&) -> tasks::RewardFn {
+      return [](const std::string&, const json&, const json&) -> float {
+        throw InfraError("judge at 127.0.0.1:9 did not answer");
+      };
+    });
     tasks::register_reward_fn("flow_test", [](const json&) -> tasks::RewardFn {
       return [](const std::string& text, const json& gt, const json&) {
         const std::string want = "#### " + (gt.is_string() ? gt.get<std::string>() : gt.dump());

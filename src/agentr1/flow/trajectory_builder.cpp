@@ -16,7 +16,7 @@ constexpr uint64_t kSeedTurn = 0x7475726eULL;  // "turn": separates turn seeds
 
 const char* const kInfoCounters[] = {"tool_calls", "tool_errors", "tool_timeouts",
                                      "malformed_calls", "unknown_tools", "context_omitted_turns",
-                                     "invalid_format"};
+                                     "invalid_format", "infra_failures"};
 const FinishReason kFinishReasons[] = {FinishReason::kStopToken, FinishReason::kStopString,
                                        FinishReason::kLength, FinishReason::kContextFull,
                                        FinishReason::kAborted};
@@ -192,8 +192,21 @@ Trajectory TrajectoryBuilder::finish(const Sample& sample) {
   } else if (last_turn != nullptr) {
     tasks::RewardFn fn = tasks::make_reward_fn(fn_name, opts_.reward_kwargs);
     t.outcome_reward = with_context("reward function '" + fn_name + "'", [&] {
-      return fn(reward_text(*last_turn), sample.ground_truth, sample.extra_info);
+      try {
+        return fn(reward_text(*last_turn), sample.ground_truth, sample.extra_info);
+      } catch (const InfraError& e) {
+        // A reward service that failed: no score, and not the model's fault.
+        t.infra_failure = "reward function '" + fn_name + "': " + e.what();
+        return 0.0f;
+      }
     });
+  }
+  // A tool call that failed for the infrastructure's reasons (ToolEnv's info
+  // "infra_error") marks the trajectory; the first one says why.
+  for (const auto& s : steps_) {
+    if (!t.infra_failure.empty()) break;
+    auto it = s.info.find("infra_error");
+    if (it != s.info.end() && it->is_string()) t.infra_failure = it->get<std::string>();
   }
 
   json m = json::object();

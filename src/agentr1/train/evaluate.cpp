@@ -34,6 +34,7 @@ json EvalResult::to_json() const {
   j["mean@k"] = mean_at_k;
   j["pass@k"] = pass_at_k;
   j["wall_s"] = wall_s;
+  j["infra_failures"] = infra_failures;
   return j;
 }
 
@@ -53,6 +54,7 @@ EvalResult EvalResult::from_json(const json& j) {
   r.mean_at_k = num("mean@k", 0);
   r.pass_at_k = num("pass@k", 0);
   r.wall_s = num("wall_s", 0);
+  r.infra_failures = static_cast<int64_t>(num("infra_failures", 0));
   return r;
 }
 
@@ -69,6 +71,7 @@ std::map<std::string, double> EvalResult::metrics() const {
     m["val/success/pass@" + std::to_string(k)] = pass_at_k;
   }
   m["timing/validation"] = wall_s;
+  m["val/infra_failures"] = static_cast<double>(infra_failures);
   return m;
 }
 
@@ -90,21 +93,28 @@ EvalResult evaluate(const std::vector<Sample>& samples, const flow::FlowContext&
   flow::FlowOptions greedy = opts;
   greedy.sampling.temperature = 0.0f;
   r.greedy_trajectories = run(1, greedy, seed);
-  int64_t wins = 0, tool = 0, wins_tool = 0;
+  int64_t wins = 0, tool = 0, wins_tool = 0, valid = 0;
   double reward = 0;
+  std::vector<Trajectory> counted;  // the greedy trajectories the infrastructure did not fail
   for (const auto& t : r.greedy_trajectories) {
+    if (!t.infra_failure.empty()) {
+      ++r.infra_failures;
+      continue;
+    }
+    counted.push_back(t);
+    ++valid;
     const bool used_tool = t.metrics.value("tool_calls", 0) > 0;
     wins += succeeded(t);
     tool += used_tool;
     wins_tool += succeeded(t) && used_tool;
     reward += t.total_reward();
   }
-  const double n = static_cast<double>(samples.size());
+  const double n = static_cast<double>(std::max<int64_t>(valid, 1));
   r.greedy_success = wins / n;
   r.greedy_reward = reward / n;
   r.greedy_tool_use = tool / n;
   r.greedy_success_with_tool = wins > 0 ? static_cast<double>(wins_tool) / wins : 0.0;
-  auto means = mean_trajectory_metrics(r.greedy_trajectories);
+  auto means = mean_trajectory_metrics(counted);
   r.mean_turns = means["num_turns"];
   r.mean_tool_calls = means["tool_calls"];
   r.mean_response_length = means["response_length"];
@@ -112,16 +122,26 @@ EvalResult evaluate(const std::vector<Sample>& samples, const flow::FlowContext&
     flow::FlowOptions sampled = opts;
     sampled.sampling.temperature = static_cast<float>(temperature);
     auto trajs = run(k, sampled, seed + 1);
-    int64_t total = 0, prompts_solved = 0;
+    int64_t total = 0, prompts_solved = 0, tried = 0, prompts_tried = 0;
     for (size_t i = 0; i < samples.size(); ++i) {
-      int solved = 0;
-      for (int j = 0; j < k; ++j) solved += succeeded(trajs[i * k + j]);
+      int solved = 0, ok = 0;
+      for (int j = 0; j < k; ++j) {
+        const Trajectory& t = trajs[i * k + j];
+        if (!t.infra_failure.empty()) {
+          ++r.infra_failures;
+          continue;
+        }
+        ++ok;
+        solved += succeeded(t);
+      }
       total += solved;
+      tried += ok;
+      prompts_tried += ok > 0;
       prompts_solved += solved > 0;
     }
     r.k = k;
-    r.mean_at_k = static_cast<double>(total) / (n * k);
-    r.pass_at_k = prompts_solved / n;
+    r.mean_at_k = tried > 0 ? static_cast<double>(total) / static_cast<double>(tried) : 0.0;
+    r.pass_at_k = prompts_tried > 0 ? static_cast<double>(prompts_solved) / static_cast<double>(prompts_tried) : 0.0;
   }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

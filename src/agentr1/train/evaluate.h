@@ -32,6 +32,9 @@ struct EvalResult {
   double mean_at_k = 0;               // mean success over k samples per prompt
   double pass_at_k = 0;               // fraction of prompts with >= 1 success among k
   double wall_s = 0;
+  int64_t infra_failures = 0;         // trajectories (greedy and sampled) the infrastructure
+                                      // failed (Trajectory::infra_failure): left out of every
+                                      // rate above, which are over the rest
   std::vector<Trajectory> greedy_trajectories;  // for dumps
   json to_json() const;               // flat: greedy_success, mean@k, ...
   // The fields to_json writes (missing ones keep their defaults; no trajectories).

@@ -440,19 +440,34 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     }
     // 1. Prompts and rollouts.
     RolloutBatch batch = rollout_->collect(step);
+    // Trajectories the infrastructure failed (a tool's server or sandbox, the reward
+    // service) are no evidence about the policy: left out of their groups, counted.
+    const std::vector<Trajectory> infra_failed = take_infra_failures(batch.trajectories);
+    m["env/infra_failures"] = static_cast<double>(infra_failed.size());
+    if (!infra_failed.empty())
+      AGENTR1_LOG(WARN) << "step " << step << ": " << infra_failed.size() << " of "
+                        << infra_failed.size() + batch.trajectories.size()
+                        << " trajectories left out of training (infrastructure failure, not the model's): "
+                        << infra_failed.front().infra_failure;
     const std::vector<Trajectory>& trajs = batch.trajectories;
     merge_into(m, batch.metrics);
     // 2. Pack, then score: old (and reference) log-probs, critic values.
     std::vector<PackedRow> rows = pack_trajectories(trajs, c.actor.merge_prefix_steps);
-    merge_into(m, learner_->score(rows));
-    // 3. Advantages (and returns, the critic's targets; the KL coefficient's update).
-    auto t0 = Clock::now();
-    const AdvantagePhase::Output adv = advantages_->compute(trajs, rows);
-    m["timing/adv"] = seconds_since(t0);
-    merge_into(m, adv.result.metrics);
-    // 4. Update: the critic, then (after trainer.critic_warmup steps) the actor; then
-    //    later rollouts use the new weights.
-    rollout_->with_weights_exclusive([&] { merge_into(m, learner_->update(rows, step > c.trainer.critic_warmup)); });
+    AdvantagePhase::Output adv;
+    if (!trajs.empty()) {
+      merge_into(m, learner_->score(rows));
+      // 3. Advantages (and returns, the critic's targets; the KL coefficient's update).
+      auto t0 = Clock::now();
+      adv = advantages_->compute(trajs, rows);
+      m["timing/adv"] = seconds_since(t0);
+      merge_into(m, adv.result.metrics);
+      // 4. Update: the critic, then (after trainer.critic_warmup steps) the actor; then
+      //    later rollouts use the new weights.
+      rollout_->with_weights_exclusive(
+          [&] { merge_into(m, learner_->update(rows, step > c.trainer.critic_warmup)); });
+    } else {
+      AGENTR1_LOG(WARN) << "step " << step << ": every trajectory failed for infrastructure reasons; no update";
+    }
     rollout_->push_weights(step);
     m["perf/learner_gflop"] = m["perf/score_gflop"] + m["perf/update_gflop"] + m["perf/teacher_gflop"];
     // 5. Metrics, dumps, validation, checkpoint.
@@ -480,7 +495,10 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     } else {
       m["timing/step"] = seconds_since(t_step);
     }
-    if (writer_) logger_->dump_step(step, trajs, rows, adv, dump_columns);
+    if (writer_) {
+      logger_->dump_step(step, trajs, rows, adv, dump_columns);
+      logger_->dump_excluded(step, infra_failed);
+    }
     // The validation writes its own line (val/* metrics); the step line keeps the step's.
     if (c.trainer.test_freq > 0 && step % c.trainer.test_freq == 0 && step != total) validate(step);
     const std::vector<std::string> unhealthy = health_->check(step, m);

@@ -542,6 +542,55 @@ TEST(RLTrainerCrashSafety, FailuresLeaveNoHalfWrittenRun) {
   fs::remove_all(dir);
 }
 
+// A reward service that fails now and then (InfraError on every third call): the
+// trajectories it failed are left out of training, not scored 0. They are counted
+// (env/infra_failures), dumped with the reason and no advantage, and each group's
+// GRPO advantages are over its other members (so they sum to 0 there; had the failed
+// ones been scored, the rest would sum to minus theirs).
+std::atomic<int> g_flaky_calls{0};
+TEST(RLTrainerTest, InfrastructureFailuresAreLeftOutOfTheirGroups) {
+  static bool once = [] {
+    tasks::register_reward_fn("test_flaky_service", [](const json&) -> tasks::RewardFn {
+      return [](const std::string& text, const json&, const json&) -> float {
+        if (++g_flaky_calls % 3 == 0) throw InfraError("judge service: HTTP 503 after 3 retries");
+        return static_cast<float>(text.size() % 3) / 2.0f;
+      };
+    });
+    return true;
+  }();
+  (void)once;
+  g_flaky_calls = 0;
+  const std::string dir = make_tiny_model_dir();
+  const std::string run = dir + "/run";
+  // Calls: 1 for the baseline's greedy trajectory, then 6 in step 1 (2 prompts x 3):
+  // calls 3 and 6 fail.
+  json tree = tiny_run_tree(dir, {"trainer.total_steps=1", "rollout.n=3", "rollout.reward_fn=test_flaky_service",
+                                  "rollout.max_new_tokens=12"});
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(RunMode::kFresh).steps, 1);
+  }
+  const std::vector<json> steps = step_metrics(run);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0]["env/infra_failures"].get<double>(), 2.0);
+  std::map<std::string, double> group_sum;
+  int failed = 0, trained = 0;
+  for (const json& j : read_jsonl(run + "/trajectories/step_000001.jsonl")) {
+    if (j.contains("infra_failure")) {
+      ++failed;
+      EXPECT_EQ(j["infra_failure"], "reward function 'test_flaky_service': judge service: HTTP 503 after 3 retries");
+      EXPECT_FALSE(j.contains("advantage"));
+      continue;
+    }
+    ++trained;
+    group_sum[j["group"].get<std::string>()] += j["advantage"].get<double>();
+  }
+  EXPECT_EQ(failed, 2);
+  EXPECT_EQ(trained, 4);
+  for (const auto& [g, sum] : group_sum) EXPECT_NEAR(sum, 0.0, 1e-5) << "group " << g;
+  fs::remove_all(dir);
+}
+
 // A stop request (Ctrl-C) ends the run after the current step with a checkpoint and a
 // message saying how to resume; the resumed run ends where the uninterrupted one would.
 TEST(RLTrainerCrashSafety, StopRequestCheckpointsAndResumes) {

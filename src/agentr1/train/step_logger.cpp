@@ -83,6 +83,15 @@ void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, c
   }
 }
 
+void StepLogger::dump_excluded(int64_t step, const std::vector<Trajectory>& trajs) const {
+  for (const Trajectory& t : trajs) {
+    json j = t.to_json();
+    j["score"] = t.total_reward();
+    for (json& st : j["steps"]) st["response_text"] = tokenizer_.decode(st["response_ids"].get<TokenIds>());
+    run_.append_jsonl("trajectories/" + step_name(step) + ".jsonl", j);
+  }
+}
+
 void StepLogger::validation(int64_t step, const EvalResult& r, const std::vector<Sample>& samples) const {
   run_.append_jsonl("metrics.jsonl", metrics_json(step, r.metrics()));
   for (size_t i = 0; i < r.greedy_trajectories.size() && i < 16 && i < samples.size(); ++i) {
