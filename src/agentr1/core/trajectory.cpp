@@ -1,5 +1,7 @@
 #include "agentr1/core/trajectory.h"
 
+#include <map>
+
 #include "agentr1/core/error.h"
 
 namespace agentr1 {
@@ -219,11 +221,24 @@ Trajectory Trajectory::from_json(const json& j) {
   return t;
 }
 
-std::vector<Trajectory> take_infra_failures(std::vector<Trajectory>& trajs) {
-  std::vector<Trajectory> failed, kept;
-  for (auto& t : trajs) (t.infra_failure.empty() ? kept : failed).push_back(std::move(t));
+InfraSplit take_infra_failures(std::vector<Trajectory>& trajs) {
+  InfraSplit out;
+  std::map<std::string, int> before, after;  // members per group
+  for (const auto& t : trajs) {
+    ++before[t.group];
+    if (t.infra_failure.empty()) ++after[t.group];
+  }
+  std::vector<Trajectory> kept;
+  for (auto& t : trajs) {
+    if (!t.infra_failure.empty())
+      out.failed.push_back(std::move(t));
+    else if (before[t.group] > 1 && after[t.group] == 1)
+      out.orphaned.push_back(std::move(t));
+    else
+      kept.push_back(std::move(t));
+  }
   trajs = std::move(kept);
-  return failed;
+  return out;
 }
 
 }  // namespace agentr1

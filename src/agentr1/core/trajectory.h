@@ -107,8 +107,14 @@ struct Trajectory {
 };
 
 // Moves the trajectories marked infra_failure out of `trajs` (the rest keep their order)
-// and returns them in order. The trainer trains on what stays: a group's advantage is
-// computed over its members that the infrastructure did not fail.
-std::vector<Trajectory> take_infra_failures(std::vector<Trajectory>& trajs);
+// into `failed`, in order. A group of several that this leaves with one member has no
+// baseline for a group estimator (GRPO would give the lone member its raw score): that
+// member moves to `orphaned`. The trainer trains on what stays, so a group's advantage
+// is computed over its members that the infrastructure did not fail.
+struct InfraSplit {
+  std::vector<Trajectory> failed;
+  std::vector<Trajectory> orphaned;
+};
+InfraSplit take_infra_failures(std::vector<Trajectory>& trajs);
 
 }  // namespace agentr1

@@ -114,20 +114,28 @@ TEST(TrajectoryTest, RoundTripAndTotalReward) {
 // The typed fields are written into "info" under the keys they had as info entries,
 // first and in a fixed order, and read back out of it; info keeps only what is logged.
 TEST(TrajectoryTest, InfraFailureRoundTripsAndIsTakenOut) {
-  std::vector<Trajectory> ts(4);
-  for (size_t i = 0; i < ts.size(); ++i) ts[i].uid = "t" + std::to_string(i);
+  // Groups: a = {t0, t1, t2} loses t1; b = {t3, t4} loses t4, leaving t3 alone; c = {t5}
+  // (a group of one, as with rollout.n=1) stays.
+  std::vector<Trajectory> ts(6);
+  const char* groups[] = {"a", "a", "a", "b", "b", "c"};
+  for (size_t i = 0; i < ts.size(); ++i) {
+    ts[i].uid = "t" + std::to_string(i);
+    ts[i].group = groups[i];
+  }
   ts[1].infra_failure = "tool 'python': the sandbox could not start";
-  ts[3].infra_failure = "reward function 'judge': timed out";
+  ts[4].infra_failure = "reward function 'judge': timed out";
   // On disk only when set, and read back.
   EXPECT_FALSE(ts[0].to_json().contains("infra_failure"));
   EXPECT_EQ(Trajectory::from_json(ts[1].to_json()).infra_failure, ts[1].infra_failure);
-  const std::vector<Trajectory> failed = take_infra_failures(ts);
-  ASSERT_EQ(failed.size(), 2u);
-  EXPECT_EQ(failed[0].uid, "t1");
-  EXPECT_EQ(failed[1].uid, "t3");
-  ASSERT_EQ(ts.size(), 2u);
-  EXPECT_EQ(ts[0].uid, "t0");
-  EXPECT_EQ(ts[1].uid, "t2");
+  const InfraSplit split = take_infra_failures(ts);
+  auto uids = [](const std::vector<Trajectory>& v) {
+    std::vector<std::string> u;
+    for (const auto& t : v) u.push_back(t.uid);
+    return u;
+  };
+  EXPECT_EQ(uids(split.failed), (std::vector<std::string>{"t1", "t4"}));
+  EXPECT_EQ(uids(split.orphaned), (std::vector<std::string>{"t3"}));
+  EXPECT_EQ(uids(ts), (std::vector<std::string>{"t0", "t2", "t5"}));
 }
 
 TEST(StepTest, TypedFieldsRoundTripUnderInfoWithTheirKeys) {

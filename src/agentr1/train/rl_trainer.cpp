@@ -442,13 +442,17 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     RolloutBatch batch = rollout_->collect(step);
     // Trajectories the infrastructure failed (a tool's server or sandbox, the reward
     // service) are no evidence about the policy: left out of their groups, counted.
-    const std::vector<Trajectory> infra_failed = take_infra_failures(batch.trajectories);
-    m["env/infra_failures"] = static_cast<double>(infra_failed.size());
-    if (!infra_failed.empty())
-      AGENTR1_LOG(WARN) << "step " << step << ": " << infra_failed.size() << " of "
-                        << infra_failed.size() + batch.trajectories.size()
-                        << " trajectories left out of training (infrastructure failure, not the model's): "
-                        << infra_failed.front().infra_failure;
+    // A group left with one member has no baseline: that member is left out too.
+    const InfraSplit infra = take_infra_failures(batch.trajectories);
+    m["env/infra_failures"] = static_cast<double>(infra.failed.size());
+    m["env/infra_orphans"] = static_cast<double>(infra.orphaned.size());
+    if (!infra.failed.empty())
+      AGENTR1_LOG(WARN) << "step " << step << ": " << infra.failed.size() << " of "
+                        << infra.failed.size() + infra.orphaned.size() + batch.trajectories.size()
+                        << " trajectories failed for infrastructure reasons (not the model's) and are left out of "
+                           "training, with "
+                        << infra.orphaned.size() << " left alone in their group; the first: "
+                        << infra.failed.front().infra_failure;
     const std::vector<Trajectory>& trajs = batch.trajectories;
     merge_into(m, batch.metrics);
     // 2. Pack, then score: old (and reference) log-probs, critic values.
@@ -497,7 +501,9 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     }
     if (writer_) {
       logger_->dump_step(step, trajs, rows, adv, dump_columns);
-      logger_->dump_excluded(step, infra_failed);
+      logger_->dump_excluded(step, infra.failed, "");
+      logger_->dump_excluded(step, infra.orphaned,
+                             "the rest of its group failed for infrastructure reasons: no baseline");
     }
     // The validation writes its own line (val/* metrics); the step line keeps the step's.
     if (c.trainer.test_freq > 0 && step % c.trainer.test_freq == 0 && step != total) validate(step);

@@ -546,7 +546,9 @@ TEST(RLTrainerCrashSafety, FailuresLeaveNoHalfWrittenRun) {
 // trajectories it failed are left out of training, not scored 0. They are counted
 // (env/infra_failures), dumped with the reason and no advantage, and each group's
 // GRPO advantages are over its other members (so they sum to 0 there; had the failed
-// ones been scored, the rest would sum to minus theirs).
+// ones been scored, the rest would sum to minus theirs). A member left alone in its
+// group (the rollouts' order decides which fail) is left out too (env/infra_orphans):
+// GRPO would give it its raw score.
 std::atomic<int> g_flaky_calls{0};
 TEST(RLTrainerTest, InfrastructureFailuresAreLeftOutOfTheirGroups) {
   static bool once = [] {
@@ -573,9 +575,15 @@ TEST(RLTrainerTest, InfrastructureFailuresAreLeftOutOfTheirGroups) {
   const std::vector<json> steps = step_metrics(run);
   ASSERT_EQ(steps.size(), 1u);
   EXPECT_EQ(steps[0]["env/infra_failures"].get<double>(), 2.0);
+  const int orphans = static_cast<int>(steps[0]["env/infra_orphans"].get<double>());
   std::map<std::string, double> group_sum;
-  int failed = 0, trained = 0;
+  int failed = 0, trained = 0, alone = 0;
   for (const json& j : read_jsonl(run + "/trajectories/step_000001.jsonl")) {
+    if (j.contains("excluded")) {
+      ++alone;
+      EXPECT_FALSE(j.contains("advantage"));
+      continue;
+    }
     if (j.contains("infra_failure")) {
       ++failed;
       EXPECT_EQ(j["infra_failure"], "reward function 'test_flaky_service': judge service: HTTP 503 after 3 retries");
@@ -586,7 +594,8 @@ TEST(RLTrainerTest, InfrastructureFailuresAreLeftOutOfTheirGroups) {
     group_sum[j["group"].get<std::string>()] += j["advantage"].get<double>();
   }
   EXPECT_EQ(failed, 2);
-  EXPECT_EQ(trained, 4);
+  EXPECT_EQ(alone, orphans);
+  EXPECT_EQ(trained, 4 - orphans);
   for (const auto& [g, sum] : group_sum) EXPECT_NEAR(sum, 0.0, 1e-5) << "group " << g;
   fs::remove_all(dir);
 }

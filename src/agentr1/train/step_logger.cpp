@@ -83,9 +83,10 @@ void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, c
   }
 }
 
-void StepLogger::dump_excluded(int64_t step, const std::vector<Trajectory>& trajs) const {
+void StepLogger::dump_excluded(int64_t step, const std::vector<Trajectory>& trajs, const std::string& why) const {
   for (const Trajectory& t : trajs) {
     json j = t.to_json();
+    if (!why.empty()) j["excluded"] = why;
     j["score"] = t.total_reward();
     for (json& st : j["steps"]) st["response_text"] = tokenizer_.decode(st["response_ids"].get<TokenIds>());
     run_.append_jsonl("trajectories/" + step_name(step) + ".jsonl", j);

@@ -53,10 +53,11 @@ class StepLogger {
   // phase) and adv.token_kl.
   void dump_step(int64_t step, const std::vector<Trajectory>& trajs, const std::vector<PackedRow>& rows,
                  const AdvantagePhase::Output& adv, const DumpColumns& columns) const;
-  // Appends trajectories left out of training (infra_failure set) to the step's dump,
-  // without advantages; all of them, whatever dump_trajectories says (they are rare and
+  // Appends trajectories left out of training (infra_failure set, or alone in their group
+  // after the rest failed) to the step's dump, without advantages, with "excluded": why
+  // when `why` is not ""; all of them, whatever dump_trajectories says (they are rare and
   // what one looks for).
-  void dump_excluded(int64_t step, const std::vector<Trajectory>& trajs) const;
+  void dump_excluded(int64_t step, const std::vector<Trajectory>& trajs, const std::string& why) const;
   // val_<step>.jsonl: up to 16 greedy trajectories with their samples; val/* metrics line;
   // a log line.
   void validation(int64_t step, const EvalResult& r, const std::vector<Sample>& samples) const;
