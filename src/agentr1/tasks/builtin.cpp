@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "agentr1/core/error.h"
+#include "agentr1/env/python_tool.h"
 #include "agentr1/env/tool.h"
 #include "agentr1/tasks/alfworld/alfworld_family.h"
 #include "agentr1/tasks/arithmetic/arithmetic_family.h"
@@ -19,6 +20,7 @@ void register_builtin_tasks() {
     env::register_tool("calculator", [](const json& kwargs) -> std::unique_ptr<env::Tool> {
       return std::make_unique<Calculator>(CalcOptions::from_json(kwargs));
     });
+    env::register_python_tool();  // the sandboxed code interpreter (docs/sandbox.md)
     RewardFnFactory gsm8k = [](const json& kwargs) -> RewardFn {
       Gsm8kScoreOptions o = Gsm8kScoreOptions::from_json(kwargs);
       return [o](const std::string& response, const json& ground_truth, const json&) {
