@@ -10,11 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
 #include "agentr1/core/testing.h"
+#include "agentr1/env/python_tool.h"
 #include "agentr1/tasks/arithmetic/arithmetic_family.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/calculator.h"
+#include "agentr1/tasks/play.h"
 #include "agentr1/text/jinja/chat_template.h"
 
 namespace agentr1::tasks {
@@ -122,8 +125,13 @@ TEST(ArithmeticFamilyKwargs, ErrorsNameTheKeyAndTheRule) {
   EXPECT_TRUE(contains(e, "task family 'arithmetic'")) << e;  // context added by the registry
   EXPECT_TRUE(contains(e, "'max_levl'")) << e;
   for (const char* k :
-       {"min_level", "max_level", "use_system_prompt", "tools_in_prompt", "restate_expression", "demo_style"})
+       {"min_level", "max_level", "use_system_prompt", "tools_in_prompt", "restate_expression", "demo_style", "tool"})
     EXPECT_TRUE(contains(e, k)) << "known keys must list " << k << ": " << e;
+  e = error_of([] { arithmetic({{"tool", "calc"}}); });
+  EXPECT_TRUE(contains(e, "data.task_kwargs.tool: ") && contains(e, "'calc'") && contains(e, "calculator, python"))
+      << e;
+  e = error_of([] { arithmetic({{"tool", 1}}); });
+  EXPECT_TRUE(contains(e, "data.task_kwargs.tool: ") && contains(e, "\"python\"") && contains(e, "got 1")) << e;
   e = error_of([] { arithmetic({{"demo_style", "chained"}}); });
   EXPECT_TRUE(contains(e, "data.task_kwargs.demo_style: ") && contains(e, "chained") && contains(e, "per_step")) << e;
   e = error_of([] { arithmetic({{"demo_style", 2}}); });
@@ -168,9 +176,11 @@ TEST(ArithmeticFamilyKwargs, ParsesEveryKey) {
                    {"use_system_prompt", false},
                    {"tools_in_prompt", false},
                    {"restate_expression", true},
-                   {"demo_style", "per_step"}};
+                   {"demo_style", "per_step"},
+                   {"tool", "python"}};
   const ArithmeticFamilyOptions o = ArithmeticFamilyOptions::from_json(kw);
   EXPECT_EQ(o.demo_style, DemoStyle::kPerStep);
+  EXPECT_EQ(o.tool, ArithTool::kPython);
   EXPECT_EQ(o.min_level, 2);
   EXPECT_EQ(o.max_level, 4);
   EXPECT_FALSE(o.use_system_prompt);
@@ -184,6 +194,7 @@ TEST(ArithmeticFamilyKwargs, ParsesEveryKey) {
   EXPECT_TRUE(d.tools_in_prompt);
   EXPECT_FALSE(d.restate_expression);
   EXPECT_EQ(d.demo_style, DemoStyle::kSingleCall);
+  EXPECT_EQ(d.tool, ArithTool::kCalculator);
 }
 
 // ---------------------------------------------------------------- datasets
@@ -261,7 +272,87 @@ TEST(ArithmeticFamilyDataset, PromptOptions) {
   }
 }
 
+// The python variant: the same problems offering the python tool, with its system
+// prompt; the recipe defaults give the tool its kwargs (bound as ToolEnv and the tool
+// bind them); the calculator default keeps no recipe defaults.
+TEST(ArithmeticFamilyDataset, PythonToolVariant) {
+  auto calc = arithmetic({{"max_level", 4}});
+  auto py = arithmetic({{"max_level", 4}, {"tool", "python"}});
+  const std::vector<Sample> a = calc->make_dataset(DataSplit::kTest, 30, 3);
+  const std::vector<Sample> b = py->make_dataset(DataSplit::kTest, 30, 3);
+  for (size_t i = 0; i < b.size(); ++i) {
+    EXPECT_EQ(b[i].env_kwargs, json({{"tools", json::array({"python"})}}));
+    EXPECT_EQ(b[i].prompt[0]["content"], kPythonArithSystemPrompt);
+    EXPECT_EQ(b[i].prompt[1], a[i].prompt[1]);
+    EXPECT_EQ(b[i].ground_truth, a[i].ground_truth);
+    EXPECT_EQ(b[i].data_source, "arith_calc");
+  }
+  for (const Sample& s : arithmetic({{"tool", "python"}, {"tools_in_prompt", false}})->make_dataset(DataSplit::kTrain, 5, 3))
+    EXPECT_EQ(s.env_kwargs, json({{"tools", json::array({"python"})}, {"tools_in_prompt", false}}));
+
+  EXPECT_TRUE(calc->recipe_defaults().empty());
+  json tree = {{"rollout", {{"env_kwargs", json::object()}}}};
+  apply_overrides(tree, py->recipe_defaults());
+  const json& ek = tree["rollout"]["env_kwargs"];
+  EXPECT_EQ(ek["tool_kwargs"], json({{"python", ArithmeticFamily::python_tool_kwargs()}})) << ek.dump();
+  EXPECT_EQ(ek["tool_timeout_s"], 3);
+  const env::PythonToolOptions po = env::PythonToolOptions::from_json(ek["tool_kwargs"]["python"]);
+  EXPECT_EQ(po.mode, "fresh");
+  EXPECT_LT(po.timeout_s, ek["tool_timeout_s"].get<double>()) << "the sandbox's timeout must come first";
+  // The user's overrides (layered above) still win over the recipe's.
+  apply_overrides(tree, {"++rollout.env_kwargs.tool_kwargs.python.timeout_s=1"});
+  EXPECT_EQ(tree["rollout"]["env_kwargs"]["tool_kwargs"]["python"]["mode"], "fresh");
+  EXPECT_EQ(tree["rollout"]["env_kwargs"]["tool_kwargs"]["python"]["timeout_s"], 1);
+  const std::vector<std::string> per_step =
+      arithmetic({{"tool", "python"}, {"max_level", 2}, {"demo_style", "per_step"}})->recipe_defaults();
+  ASSERT_EQ(per_step.size(), 3u);
+  EXPECT_EQ(per_step[0], "rollout.max_steps=3");
+}
+
 // ---------------------------------------------------------------- demonstrations
+
+// The python expert as SFT replays it: print(<expression>) with "//" for the exact
+// division, run here through a real sandboxed python tool, prints the ground truth; the
+// answer turn is "#### <n>"; the rendered episode lists the python tool and its system
+// prompt. play's expert makes the same calls. Few problems: every call starts an
+// interpreter.
+TEST(ArithmeticFamilyDemonstrations, PythonExpertPrintsTheGroundTruth) {
+  const text::ChatTemplate tmpl = text::ChatTemplate::for_family(text::ChatFamily::kQwen3);
+  auto fam = arithmetic({{"min_level", 1}, {"max_level", 4}, {"tool", "python"}});
+  env::PythonTool python(env::PythonToolOptions::from_json(ArithmeticFamily::python_tool_kwargs()));
+  std::vector<std::string> rendered;
+  const std::vector<json> demos = fam->demonstrations(6, 13, tmpl, kEot, &rendered);
+  ASSERT_EQ(demos.size(), 6u);
+  for (size_t i = 0; i < demos.size(); ++i) {
+    const Sample s = Sample::from_json(demos[i].at("sample"));
+    const std::string gt = s.ground_truth.get<std::string>();
+    EXPECT_EQ(s.env_kwargs["tools"], json::array({"python"}));
+    const json& actions = demos[i].at("actions");
+    ASSERT_EQ(actions.size(), 2u);
+    const json call = first_tool_call(actions[0].get<std::string>());
+    ASSERT_TRUE(call.is_object()) << actions[0];
+    EXPECT_EQ(call.at("name"), "python");
+    const std::string code = call.at("arguments").at("code").get<std::string>();
+    EXPECT_EQ(code, "print(" + python_expression(s.extra_info.at("expression").get<std::string>()) + ")");
+    EXPECT_EQ(python.execute(call.at("arguments")).text, gt + "\n") << code;
+    EXPECT_EQ(actions[1].get<std::string>(), "#### " + gt + kEot);
+    EXPECT_TRUE(contains(rendered[i], kPythonArithSystemPrompt)) << rendered[i];
+    EXPECT_TRUE(contains(rendered[i], "\"name\": \"python\"")) << rendered[i];  // the tools block
+    EXPECT_TRUE(contains(rendered[i], gt + "\n")) << "the tool turn shows what python printed";
+    EXPECT_FALSE(contains(rendered[i], "calculator")) << rendered[i];
+  }
+  const Sample first = fam->make_dataset(DataSplit::kTest, 1, 13)[0];
+  auto ep = fam->play_episode(first);
+  ep->reset();
+  const std::optional<std::string> a = ep->expert_action();
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(json::parse(*a).at("name"), "python") << *a;
+  const json r = ep->step(*a);
+  EXPECT_EQ(r.at("observation"), first.ground_truth.get<std::string>() + "\n") << r.dump();
+  const json fin = ep->step(*ep->expert_action());
+  EXPECT_TRUE(fin.at("done").get<bool>());
+  EXPECT_EQ(fin.at("reward"), 1.0);
+}
 
 TEST(ArithmeticFamilyDemonstrations, ActionsSolveTheSampleWithTheCalculator) {
   const text::ChatTemplate tmpl = text::ChatTemplate::for_family(text::ChatFamily::kQwen3);

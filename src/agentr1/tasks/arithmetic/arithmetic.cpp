@@ -13,6 +13,30 @@ const char* const kDefaultArithSystemPrompt =
     "You are a careful math assistant. Use the calculator tool for every calculation. "
     "End your reply with the final answer on its own line as #### <number>.";
 
+const char* const kPythonArithSystemPrompt =
+    "You are a careful math assistant. Compute every result with the python tool: write the "
+    "calculation as Python code that prints the result, e.g. print((120 + 35) * 4). "
+    "End your reply with the final answer on its own line as #### <number>.";
+
+ArithTool parse_arith_tool(const std::string& name) {
+  if (name == "calculator") return ArithTool::kCalculator;
+  if (name == "python") return ArithTool::kPython;
+  throw Error("arithmetic tool must be one of calculator, python (the tool the problems are solved with), got '" +
+              name + "'");
+}
+
+const char* arith_tool_name(ArithTool tool) { return tool == ArithTool::kPython ? "python" : "calculator"; }
+
+std::string python_expression(const std::string& expression) {
+  std::string out;
+  out.reserve(expression.size() + 4);
+  for (char c : expression) {
+    out += c;
+    if (c == '/') out += '/';
+  }
+  return out;
+}
+
 namespace {
 
 // Seed-path constants: separate the arithmetic task's streams from everything else.
@@ -487,7 +511,7 @@ Sample arith_problem_to_sample(const ArithProblem& p, const ArithDatasetOptions&
   s.agent_name = opts.agent_name;
   s.reward_style = "rule";
   s.ground_truth = std::to_string(p.ground_truth);
-  s.env_kwargs = {{"tools", json::array({"calculator"})}};
+  s.env_kwargs = {{"tools", json::array({arith_tool_name(opts.tool)})}};
   s.data_source = opts.data_source;
   s.extra_info = {{"index", p.index},
                   {"split", data_split_name(opts.problem.split)},

@@ -1,5 +1,5 @@
 // agentr1/tasks/arithmetic/arithmetic.h — seeded GSM8K-style arithmetic word problems meant to be
-// solved with the calculator tool (the "arith_calc" task family).
+// solved with a tool: the calculator (default) or the python code interpreter.
 //
 //   ArithmeticOptions opts;                       // levels 1..4, 2-3 digit amounts
 //   ArithProblem p = generate_problem(/*seed=*/7, /*index=*/0, opts);
@@ -11,6 +11,10 @@
 //   ArithDatasetOptions d;                        // prompt, agent_name "tool", data_source "arith_calc"
 //   d.problem.split = DataSplit::kTest;
 //   std::vector<Sample> test = make_arith_dataset(/*n=*/500, /*seed=*/7, d);
+//
+//   d.tool = ArithTool::kPython;                  // env_kwargs {"tools": ["python"]}
+//   d.prompt.system_prompt = kPythonArithSystemPrompt;
+//   python_expression("(3120 + 14 * 215) / 5")    // "(3120 + 14 * 215) // 5"
 //
 // Level = number of arithmetic operations (1..4). All intermediate values are positive
 // integers; division appears only as the last operation and is always exact.
@@ -75,6 +79,23 @@ ArithProblem generate_problem(uint64_t seed, int64_t index, const ArithmeticOpti
 
 // The system prompt used by default: short, for small models.
 extern const char* const kDefaultArithSystemPrompt;
+// The system prompt of the python variant: compute with the python tool, print the result.
+extern const char* const kPythonArithSystemPrompt;
+
+// The tool the problems are solved with.
+enum class ArithTool {
+  kCalculator,  // "calculator": {"expression": "(1234 + 567) * 3"} -> "5403"
+  kPython,      // "python" (env/python_tool.h): {"code": "print((1234 + 567) * 3)"} -> "5403\n"
+};
+// "calculator" | "python"; anything else throws Error naming the value and the choices.
+ArithTool parse_arith_tool(const std::string& name);
+// The registered tool name: "calculator" | "python".
+const char* arith_tool_name(ArithTool tool);
+
+// A problem expression (or step) as Python code computes it: the problems' division is
+// exact integer division, so " / " becomes " // " (Python's "/" would print a float,
+// "6130.0"). Everything else (integers, + - *, parentheses) reads the same in Python.
+std::string python_expression(const std::string& expression);
 
 struct ArithPromptOptions {
   bool use_system_prompt = true;                       // prepend a system message
@@ -90,11 +111,12 @@ struct ArithDatasetOptions {
   ArithPromptOptions prompt;           // how the prompt is built
   std::string agent_name = "tool";     // the ToolEnv
   std::string data_source = "arith_calc";  // also selects the reward function
+  ArithTool tool = ArithTool::kCalculator; // the tool the samples offer (env_kwargs.tools)
 };
 
 // The Agent-R1 sample: prompt, agent_name, reward_model {style "rule", ground_truth
-// "<n>"}, env_kwargs {"tools": ["calculator"]}, data_source, extra_info {index, level,
-// expression, answer, question, scenario, split, seed}.
+// "<n>"}, env_kwargs {"tools": [arith_tool_name(opts.tool)]}, data_source, extra_info
+// {index, level, expression, answer, question, scenario, split, seed}.
 Sample arith_problem_to_sample(const ArithProblem& p, const ArithDatasetOptions& opts = {});
 
 // Problems first_index .. first_index + n - 1 for `seed`. Throws Error if n < 0.

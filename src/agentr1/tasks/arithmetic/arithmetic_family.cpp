@@ -1,6 +1,7 @@
 #include "agentr1/tasks/arithmetic/arithmetic_family.h"
 
 #include "agentr1/core/error.h"
+#include "agentr1/env/python_tool.h"
 #include "agentr1/tasks/calculator.h"
 #include "agentr1/tasks/arithmetic/demonstration.h"
 #include "agentr1/tasks/play.h"
@@ -9,6 +10,14 @@ namespace agentr1::tasks {
 namespace {
 
 constexpr int kMaxLevel = 4;  // ArithmeticOptions: at most 4 operations per problem
+
+// The schema of the tool the expert calls, as the ToolEnv lists it.
+json tool_schemas(ArithTool tool) {
+  if (tool == ArithTool::kPython) {
+    return json::array({env::PythonTool(env::PythonToolOptions::from_json(ArithmeticFamily::python_tool_kwargs())).schema()});
+  }
+  return json::array({Calculator().schema()});
+}
 
 }  // namespace
 
@@ -38,6 +47,8 @@ ArithDatasetOptions ArithmeticFamily::dataset_options(DataSplit split) const {
   o.problem.max_level = opts_.max_level;
   o.problem.split = split;
   o.prompt.use_system_prompt = opts_.use_system_prompt;
+  if (opts_.tool == ArithTool::kPython) o.prompt.system_prompt = kPythonArithSystemPrompt;
+  o.tool = opts_.tool;
   return o;
 }
 
@@ -54,13 +65,10 @@ std::vector<json> ArithmeticFamily::demonstrations(int64_t n, uint64_t seed, con
                                                    std::vector<std::string>* rendered) const {
   AGENTR1_CHECK(n >= 0, "arithmetic demonstrations: n must be >= 0, got " << n);
   const ArithDatasetOptions dso = dataset_options(DataSplit::kTrain);
-  const json tools = json::array({Calculator().schema()});
+  const json tools = tool_schemas(opts_.tool);
   text::RenderOptions ro;
   ro.enable_thinking = false;
-  DemoOptions demo_opts;
-  demo_opts.restate_expression = opts_.restate_expression;
-  demo_opts.style = opts_.demo_style;
-  demo_opts.prompt = dso.prompt;
+  const DemoOptions demo_opts = demo_options(dso);
   std::vector<json> demos;
   demos.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -94,11 +102,7 @@ std::unique_ptr<PlayEpisode> ArithmeticFamily::play_episode(const Sample& sample
     const ArithDatasetOptions dso = dataset_options(parse_data_split(x["split"].get<std::string>()));
     const ArithProblem p = generate_problem(x["seed"].get<uint64_t>(), x["index"].get<int64_t>(), dso.problem);
     if (p.question == x.value("question", "")) {
-      DemoOptions demo_opts;
-      demo_opts.restate_expression = opts_.restate_expression;
-      demo_opts.style = opts_.demo_style;
-      demo_opts.prompt = dso.prompt;
-      const json demo = expert_demonstration(p, json::array({Calculator().schema()}), demo_opts);
+      const json demo = expert_demonstration(p, tool_schemas(opts_.tool), demo_options(dso));
       for (const auto& m : demo["messages"]) {
         if (m["role"] != "assistant") continue;
         if (m.contains("tool_calls")) {
@@ -117,29 +121,63 @@ std::unique_ptr<PlayEpisode> ArithmeticFamily::play_episode(const Sample& sample
   return make_tool_episode(sample, std::move(expert));
 }
 
+DemoOptions ArithmeticFamily::demo_options(const ArithDatasetOptions& dso) const {
+  DemoOptions d;
+  d.restate_expression = opts_.restate_expression;
+  d.style = opts_.demo_style;
+  d.tool = opts_.tool;
+  d.prompt = dso.prompt;
+  if (opts_.tool == ArithTool::kPython) d.python = env::PythonToolOptions::from_json(python_tool_kwargs());
+  return d;
+}
+
+json ArithmeticFamily::python_tool_kwargs() { return {{"mode", "fresh"}, {"timeout_s", 2}, {"cpu_s", 2}}; }
+
 std::vector<std::string> ArithmeticFamily::recipe_defaults() const {
-  if (opts_.demo_style != DemoStyle::kPerStep) return {};
-  return {"rollout.max_steps=" + std::to_string(opts_.max_level + 1)};
+  std::vector<std::string> out;
+  if (opts_.demo_style == DemoStyle::kPerStep) out.push_back("rollout.max_steps=" + std::to_string(opts_.max_level + 1));
+  if (opts_.tool == ArithTool::kPython) {
+    out.push_back("++rollout.env_kwargs.tool_kwargs={python: " + python_tool_kwargs().dump() + "}");
+    out.push_back("++rollout.env_kwargs.tool_timeout_s=3");
+  }
+  return out;
 }
 
 }  // namespace agentr1::tasks
 
 namespace agentr1::config_detail {
+namespace {
 
-void Codec<tasks::DemoStyle>::read(const json& v, tasks::DemoStyle& out, const std::string& key, BindContext& ctx) {
+// A string option read through its parser: a non-string is a type error naming
+// `expected`, a parser Error (which names the value and the choices) is kept with the key.
+template <class T, class Parse>
+void read_by_name(const json& v, T& out, const std::string& key, BindContext& ctx, const char* expected,
+                  Parse parse) {
   if (!v.is_string()) {
-    ctx.errors.push_back(type_error(key, "\"single\" or \"per_step\"", v));
+    ctx.errors.push_back(type_error(key, expected, v));
     return;
   }
   try {
-    out = tasks::parse_demo_style(v.get<std::string>());
+    out = parse(v.get<std::string>());
   } catch (const std::exception& e) {
     ctx.errors.push_back(key + ": " + e.what());
   }
 }
 
+}  // namespace
+
+void Codec<tasks::DemoStyle>::read(const json& v, tasks::DemoStyle& out, const std::string& key, BindContext& ctx) {
+  read_by_name(v, out, key, ctx, "\"single\" or \"per_step\"", tasks::parse_demo_style);
+}
+
 json Codec<tasks::DemoStyle>::write(const tasks::DemoStyle& x) {
   return x == tasks::DemoStyle::kPerStep ? "per_step" : "single";
 }
+
+void Codec<tasks::ArithTool>::read(const json& v, tasks::ArithTool& out, const std::string& key, BindContext& ctx) {
+  read_by_name(v, out, key, ctx, "\"calculator\" or \"python\"", tasks::parse_arith_tool);
+}
+
+json Codec<tasks::ArithTool>::write(const tasks::ArithTool& x) { return tasks::arith_tool_name(x); }
 
 }  // namespace agentr1::config_detail

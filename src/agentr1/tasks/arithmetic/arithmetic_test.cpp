@@ -220,6 +220,38 @@ TEST(Arithmetic, SampleSchema) {
   EXPECT_EQ(t.prompt[0]["content"], p.question + " Use the calculator.");
 }
 
+// The python variant: the same problems and reward, the python tool offered instead of
+// the calculator.
+TEST(Arithmetic, PythonToolSamples) {
+  ArithDatasetOptions calc;
+  ArithDatasetOptions py;
+  py.tool = ArithTool::kPython;
+  py.prompt.system_prompt = kPythonArithSystemPrompt;
+  const std::vector<Sample> a = make_arith_dataset(20, 8, calc);
+  const std::vector<Sample> b = make_arith_dataset(20, 8, py);
+  ASSERT_EQ(b.size(), 20u);
+  for (size_t i = 0; i < b.size(); ++i) {
+    EXPECT_EQ(b[i].env_kwargs, json({{"tools", json::array({"python"})}}));
+    EXPECT_EQ(a[i].env_kwargs, json({{"tools", json::array({"calculator"})}}));
+    EXPECT_EQ(b[i].prompt[0]["content"], kPythonArithSystemPrompt);
+    EXPECT_EQ(b[i].prompt[1], a[i].prompt[1]);
+    EXPECT_EQ(b[i].ground_truth, a[i].ground_truth);
+    EXPECT_EQ(b[i].data_source, a[i].data_source);
+    EXPECT_EQ(b[i].extra_info, a[i].extra_info);
+  }
+  EXPECT_EQ(parse_arith_tool("python"), ArithTool::kPython);
+  EXPECT_EQ(parse_arith_tool("calculator"), ArithTool::kCalculator);
+  EXPECT_STREQ(arith_tool_name(ArithTool::kPython), "python");
+  try {
+    parse_arith_tool("Python3");
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'Python3'"), std::string::npos) << m;
+    EXPECT_NE(m.find("calculator, python"), std::string::npos) << m;
+  }
+}
+
 TEST(Arithmetic, OptionErrors) {
   ArithmeticOptions o;
   o.max_level = 5;

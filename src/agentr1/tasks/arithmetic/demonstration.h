@@ -10,8 +10,16 @@
 //   //           {"role":"assistant","content":"(1234 + 567) * 3 = 5403\n#### 5403"}],
 //   //         "tools": tools}
 //
-// The tool messages carry the real output of the Calculator (it is called here), so a
-// demonstration is exactly what a perfect policy would see. Messages follow the
+//   // With the python tool (DemoOptions.tool = ArithTool::kPython; tools lists "python"):
+//   //   {"role":"assistant","content":"I will compute it in python.","tool_calls":[{"type":
+//   //     "function","function":{"name":"python","arguments":{"code":"print((1234 + 567) * 3)"}}}]},
+//   //   {"role":"tool","content":"5403\n"},                  // what the tool printed, newline included
+//   //   {"role":"assistant","content":"#### 5403"}           // restate_expression false
+//   // Division is written "//" (python_expression): the problems divide exactly.
+//
+// The tool messages carry the real output of the tool (the Calculator, or the python
+// tool in its sandbox: it is run here), so a demonstration is exactly what a perfect
+// policy would see. Messages follow the
 // HF/Qwen chat-template convention (tool_calls with arguments as a JSON object).
 //
 //   // The assistant turns as the policy writes them (SFT replay "actions"), by
@@ -21,9 +29,11 @@
 //   //  {\"expression\": \"(1234 + 567) * 3\"}}\n</tool_call><|im_end|>"
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "agentr1/core/json.h"
+#include "agentr1/env/python_tool.h"
 #include "agentr1/tasks/arithmetic/arithmetic.h"
 #include "agentr1/tasks/game_demo.h"
 
@@ -37,17 +47,24 @@ enum class DemoStyle {
 DemoStyle parse_demo_style(const std::string& name);
 
 struct DemoOptions {
-  DemoStyle style = DemoStyle::kSingleCall;  // how many calculator calls
+  DemoStyle style = DemoStyle::kSingleCall;  // how many tool calls
+  ArithTool tool = ArithTool::kCalculator;   // calculator {"expression"} or python {"code": "print(...)"}
   ArithPromptOptions prompt;                 // the prompt messages (as in the dataset)
   bool include_prompt = true;                // false: only the assistant/tool turns
-  std::string call_preamble = "I will use the calculator.";  // content of the first call turn
+  std::optional<std::string> call_preamble;  // content of the first call turn; unset: the
+                                             // tool's ("I will use the calculator." |
+                                             // "I will compute it in python.")
   bool restate_expression = true;            // final turn "<expr> = <v>\n#### <v>"; false: "#### <v>"
+  env::PythonToolOptions python;             // the python tool the demonstration runs (its
+                                             // defaults: a fresh sandboxed interpreter per call)
 };
 
 // Returns {"messages": [...], "tools": tool_schema_list}. Throws Error when
 // tool_schema_list (an array of OpenAI function schemas or bare {"name": ...} objects)
-// has no "calculator", or when the calculator's result disagrees with the problem's
-// ground truth (a generator bug).
+// does not list opts.tool, when a call fails, or when the tool's result disagrees with
+// the problem's ground truth (a generator bug). With the python tool every call starts
+// a sandboxed interpreter (~0.1 s); env::ToolInfraError passes through when the sandbox
+// cannot start.
 json expert_demonstration(const ArithProblem& p, const json& tool_schema_list, const DemoOptions& opts = {});
 
 }  // namespace agentr1::tasks

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "agentr1/core/error.h"
+#include "agentr1/env/python_tool.h"
 #include "agentr1/tasks/calculator.h"
 #include "agentr1/tasks/reward.h"
 
@@ -70,6 +72,70 @@ TEST(Demonstration, PerStepEpisode) {
   EXPECT_EQ(gsm8k_score(m.back()["content"], json(std::to_string(p.ground_truth))), 1.0f);
 }
 
+json python_tools() { return json::array({env::PythonTool().schema()}); }
+
+// The python expert on every level: the call is print(<expression>) with "//" for the
+// exact division, the tool message is what the real sandboxed tool printed ("<n>\n"),
+// and that value is the ground truth. 8 problems per level, single calls, plus per-step
+// episodes on two problems (each call starts an interpreter: ~0.1 s).
+TEST(Demonstration, PythonToolEpisodeOnEveryLevel) {
+  DemoOptions d;
+  d.tool = ArithTool::kPython;
+  d.restate_expression = false;
+  int divisions = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int level = 1; level <= 4; ++level) {
+    ArithmeticOptions o;
+    o.min_level = o.max_level = level;
+    for (int64_t i = 0; i < 8; ++i) {
+      const ArithProblem p = generate_problem(31, i, o);
+      const json demo = expert_demonstration(p, python_tools(), d);
+      const json& m = demo["messages"];
+      ASSERT_EQ(m.size(), 5u) << p.expression;  // system, user, assistant(call), tool, assistant(final)
+      EXPECT_EQ(m[2]["content"], "I will compute it in python.");
+      const json& call = m[2]["tool_calls"][0]["function"];
+      EXPECT_EQ(call["name"], "python");
+      const std::string code = call["arguments"]["code"];
+      EXPECT_EQ(code, "print(" + python_expression(p.expression) + ")");
+      if (p.expression.find('/') != std::string::npos) {
+        ++divisions;
+        EXPECT_NE(code.find(" // "), std::string::npos) << code;
+      }
+      EXPECT_EQ(m[3]["role"], "tool");
+      EXPECT_EQ(m[3]["content"], std::to_string(p.ground_truth) + "\n") << code;  // the real tool's output
+      EXPECT_EQ(m[4]["content"], "#### " + std::to_string(p.ground_truth));
+      EXPECT_EQ(gsm8k_score(m[4]["content"], json(std::to_string(p.ground_truth))), 1.0f);
+      EXPECT_EQ(demo["tools"], python_tools());
+    }
+  }
+  EXPECT_GT(divisions, 0) << "no problem with a division: the // rewrite went untested";
+
+  d.style = DemoStyle::kPerStep;
+  d.include_prompt = false;
+  d.restate_expression = true;
+  ArithmeticOptions o4;
+  o4.min_level = o4.max_level = 4;
+  for (int64_t i = 0; i < 2; ++i) {
+    const ArithProblem p = generate_problem(32, i, o4);
+    const json m = expert_demonstration(p, python_tools(), d)["messages"];
+    ASSERT_EQ(m.size(), 2u * 4 + 1);
+    for (size_t k = 0; k < 4; ++k) {
+      EXPECT_EQ(m[2 * k]["tool_calls"][0]["function"]["arguments"]["code"],
+                "print(" + python_expression(p.steps[k].expression) + ")");
+      EXPECT_EQ(m[2 * k + 1]["content"], std::to_string(p.steps[k].result) + "\n");
+    }
+    const std::string last = m.back()["content"];
+    EXPECT_EQ(last.substr(last.rfind('\n') + 1), "#### " + std::to_string(p.ground_truth)) << last;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 30.0) << "40 sandboxed python calls took " << secs << " s";
+}
+
+TEST(Demonstration, PythonExpressionUsesIntegerDivision) {
+  EXPECT_EQ(python_expression("(3120 + 14 * 215) / 5"), "(3120 + 14 * 215) // 5");
+  EXPECT_EQ(python_expression("12 * 34 - 5"), "12 * 34 - 5");
+}
+
 TEST(Demonstration, Errors) {
   ArithProblem p = generate_problem(1, 0);
   EXPECT_THROW(expert_demonstration(p, json::array()), Error);
@@ -78,6 +144,12 @@ TEST(Demonstration, Errors) {
   ArithProblem broken = p;
   broken.ground_truth += 1;  // the calculator disagrees -> generator bug surfaces
   EXPECT_THROW(expert_demonstration(broken, calculator_tools()), Error);
+  // The python expert needs "python" in the list, and the calculator expert "calculator".
+  DemoOptions py;
+  py.tool = ArithTool::kPython;
+  EXPECT_THROW(expert_demonstration(p, calculator_tools(), py), Error);
+  EXPECT_THROW(expert_demonstration(p, python_tools()), Error);
+  EXPECT_THROW(expert_demonstration(broken, python_tools(), py), Error);  // python disagrees too
   EXPECT_THROW(parse_demo_style("two_calls"), Error);
   EXPECT_EQ(parse_demo_style("per_step"), DemoStyle::kPerStep);
 }
