@@ -468,7 +468,19 @@ class McpServer::Process {
       if (out_open) fds[out_i = n++] = pollfd{stdout_fd_, POLLIN, 0};
       if (err_open) fds[err_i = n++] = pollfd{stderr_fd_, POLLIN, 0};
       if (n == 0 || (!out_open && Clock::now() > err_deadline)) break;
-      if (::poll(fds, n, 100) <= 0) continue;
+      const int ready = ::poll(fds, n, 100);
+      if (ready == 0 && out_open) {
+        // Nothing to read: if the server has exited while something it started still
+        // holds its stdout open, no EOF will come; treat its exit as the end of stdout
+        // (else every call would wait out its timeout and the process never restart).
+        int status = 0;
+        if (try_reap(&status)) {
+          out_open = false;
+          err_deadline = Clock::now() + std::chrono::milliseconds(300);
+        }
+        continue;
+      }
+      if (ready <= 0) continue;
       if (err_i >= 0 && fds[err_i].revents != 0) {
         const ssize_t r = ::read(stderr_fd_, chunk, sizeof chunk);
         if (r > 0) {

@@ -97,6 +97,10 @@ def call(req):
         time.sleep(args.get("seconds", 5)); send({"jsonrpc": "2.0", "id": req["id"], "result": text("slept")})
     elif name == "crash":
         sys.stderr.write("fake: crashing on purpose\n"); sys.stderr.flush(); os._exit(3)
+    elif name == "crash_leaving_child":  # a helper it started keeps stdout open (unlisted)
+        if os.fork() == 0:
+            time.sleep(30); os._exit(0)
+        os._exit(4)
     elif name == "garbage":
         with lock:
             sys.stdout.write("this is not json\n"); sys.stdout.flush()
@@ -357,6 +361,20 @@ TEST(McpFake, CrashMidCallIsInfraErrorAndRestarts) {
   EXPECT_TRUE(contains(msg, "MCP server 'fake_crash'")) << msg;
   EXPECT_TRUE(contains(msg, "exited with status 3")) << msg;
   EXPECT_TRUE(contains(msg, "fake: crashing on purpose")) << msg;
+  const std::string pid2 = server->call_tool("pid", json::object(), 5).text;  // restarted
+  EXPECT_NE(pid1, pid2);
+  EXPECT_EQ(server->starts(), 2);
+}
+
+// A server that dies while a process it started still holds its stdout: no EOF comes,
+// but its exit is noticed, the call fails at once and the next call restarts it.
+TEST(McpFake, CrashLeavingAChildHoldingStdoutIsNoticed) {
+  std::shared_ptr<McpServer> server = mcp_server(fake_spec("fake_crash_child"));
+  const std::string pid1 = server->call_tool("pid", json::object(), 5).text;
+  const auto t0 = Clock::now();
+  const std::string msg = infra_error_of([&] { server->call_tool("crash_leaving_child", json::object(), 8); });
+  EXPECT_LT(seconds_since(t0), 4.0) << "the call waited for its timeout: " << msg;
+  EXPECT_TRUE(contains(msg, "exited with status 4")) << msg;
   const std::string pid2 = server->call_tool("pid", json::object(), 5).text;  // restarted
   EXPECT_NE(pid1, pid2);
   EXPECT_EQ(server->starts(), 2);
