@@ -111,8 +111,8 @@ TEST(TrajectoryTest, RoundTripAndTotalReward) {
   EXPECT_EQ(Trajectory::from_json(t.to_json()).data_source, "arith");
 }
 
-// The typed fields are written into "info" under the keys they had as info entries,
-// first and in a fixed order, and read back out of it; info keeps only what is logged.
+// infra_failure is on disk only when set; take_infra_failures moves the marked
+// trajectories out, and a member left alone in its group with them.
 TEST(TrajectoryTest, InfraFailureRoundTripsAndIsTakenOut) {
   // Groups: a = {t0, t1, t2} loses t1; b = {t3, t4} loses t4, leaving t3 alone; c = {t5}
   // (a group of one, as with rollout.n=1) stays.
@@ -138,6 +138,8 @@ TEST(TrajectoryTest, InfraFailureRoundTripsAndIsTakenOut) {
   EXPECT_EQ(uids(ts), (std::vector<std::string>{"t0", "t2", "t5"}));
 }
 
+// The typed fields are written into "info" under the keys they had as info entries,
+// first and in a fixed order, and read back out of it; info keeps only what is logged.
 TEST(StepTest, TypedFieldsRoundTripUnderInfoWithTheirKeys) {
   Step s;
   s.prompt_ids = {1, 2};
