@@ -145,7 +145,7 @@ void McpServerSpec::validate() const {
                                       << "' is empty; give the executable that starts it, e.g. \"npx\"");
   AGENTR1_CHECK(startup_timeout_s > 0, "'startup_timeout_s' must be > 0 (seconds), got " << startup_timeout_s);
   AGENTR1_CHECK(call_timeout_s >= 0,
-                "'call_timeout_s' must be >= 0 (seconds; 0 = the env's tool_timeout_s), got " << call_timeout_s);
+                "'call_timeout_s' must be >= 0 (seconds; 0 = just under the env's tool_timeout_s), got " << call_timeout_s);
   AGENTR1_CHECK(pool_size >= 1 && pool_size <= 64, "'pool_size' must be in 1..64 (processes), got " << pool_size);
   for (const auto& kv : env)
     AGENTR1_CHECK(!kv.first.empty() && kv.first.find('=') == std::string::npos,

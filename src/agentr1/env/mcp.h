@@ -60,7 +60,9 @@ struct McpServerSpec {
                                             // only PATH, HOME, LANG, TMPDIR and `env`
   std::string cwd;                          // working directory ("" = the trainer's)
   double startup_timeout_s = 30.0;          // spawn + initialize (+ the first tools/list); > 0
-  double call_timeout_s = 0.0;              // limit of one tools/call; 0 = the env's
+  double call_timeout_s = 0.0;              // limit of one tools/call; 0 = just under the env's
+                                            // tool_timeout_s (max(t/2, t - 0.5 s)), so the
+                                            // server's silence is an infra failure
                                             // tool_timeout_s; >= 0
   int pool_size = 2;                        // processes sharing the calls; 1..64
   bool prefix_tools = false;                // offer tools as "<name>__<tool>" (avoids clashes)
@@ -77,7 +79,7 @@ struct McpServerSpec {
             "start from the trainer's environment (false: PATH, HOME, LANG, TMPDIR only)");
     v.field("cwd", cwd, "working directory of the server (\"\" = the trainer's)");
     v.field("startup_timeout_s", startup_timeout_s, "limit on start + initialize, seconds");
-    v.field("call_timeout_s", call_timeout_s, "limit of one tool call, seconds; 0 = tool_timeout_s");
+    v.field("call_timeout_s", call_timeout_s, "limit of one tool call, seconds; 0 = just under tool_timeout_s");
     v.field("pool_size", pool_size, "server processes sharing the calls");
     v.field("prefix_tools", prefix_tools, "offer tools as <name>__<tool>");
     v.field("tools", tools, "the server's tools to offer; [] = all");

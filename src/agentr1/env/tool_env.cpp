@@ -108,7 +108,10 @@ ToolEnv::ToolEnv(const EnvContext& ctx, ToolEnvOptions options)
     tools_.push_back(std::move(tool));
   }
   for (const auto& spec : options_.mcp_servers) {  // MCP tools, after the named ones
-    for (auto& tool : make_mcp_tools(spec, options_.tool_timeout_s)) {  // ToolInfraError as is
+    // The MCP call's own limit sits just under the env's, so a server that does not
+    // answer is the server's failure (ToolInfraError), not a timeout counted to the model.
+    const double mcp_timeout_s = std::max(0.5 * options_.tool_timeout_s, options_.tool_timeout_s - 0.5);
+    for (auto& tool : make_mcp_tools(spec, mcp_timeout_s)) {  // ToolInfraError as is
       for (const auto& t : tools_)
         AGENTR1_CHECK(t->name() != tool->name(),
                       "tool env option 'mcp_servers': MCP server '"
