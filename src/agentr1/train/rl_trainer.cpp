@@ -423,6 +423,9 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
   const int64_t total = c.trainer.total_steps;
   const DumpColumns dump_columns{advantages_->needs_values(), advantages_->step_level_values(),
                                  advantages_->kl_in_reward()};
+  // Steps in a row whose trajectories all failed for infrastructure reasons.
+  constexpr int kMaxStepsWithoutRows = 3;
+  int steps_without_rows = 0;
   for (int64_t step = start_step + 1; step <= total; ++step) {
     *step_out = step;
     const auto t_step = Clock::now();
@@ -470,8 +473,19 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
       rollout_->with_weights_exclusive(
           [&] { merge_into(m, learner_->update(rows, step > c.trainer.critic_warmup)); });
     } else {
-      AGENTR1_LOG(WARN) << "step " << step << ": every trajectory failed for infrastructure reasons; no update";
+      // A run whose infrastructure fails every trajectory trains nothing: say so and stop
+      // rather than write checkpoints of an unchanged policy.
+      AGENTR1_CHECK(++steps_without_rows < kMaxStepsWithoutRows,
+                    "every trajectory of the last " << kMaxStepsWithoutRows
+                        << " steps failed for infrastructure reasons, so nothing was trained (step " << step
+                        << "); the first failure of this step: " << infra.failed.front().infra_failure
+                        << ". HINT: fix what the message names (a tool's server or sandbox, the reward service: "
+                           "docs/sandbox.md, docs/mcp.md), then resume with --resume");
+      AGENTR1_LOG(WARN) << "step " << step << ": every trajectory failed for infrastructure reasons; no update ("
+                        << steps_without_rows << " such steps in a row; the run stops at " << kMaxStepsWithoutRows
+                        << ")";
     }
+    if (!trajs.empty()) steps_without_rows = 0;
     rollout_->push_weights(step);
     m["perf/learner_gflop"] = m["perf/score_gflop"] + m["perf/update_gflop"] + m["perf/teacher_gflop"];
     // 5. Metrics, dumps, validation, checkpoint.

@@ -600,6 +600,38 @@ TEST(RLTrainerTest, InfrastructureFailuresAreLeftOutOfTheirGroups) {
   fs::remove_all(dir);
 }
 
+// A reward service that never answers: nothing can be trained, so the run stops after 3
+// such steps with the failure named, instead of checkpointing an unchanged policy; the
+// validation before it counts the failure and scores nothing.
+TEST(RLTrainerTest, ARunWhoseInfrastructureFailsEverythingStops) {
+  static bool once = [] {
+    tasks::register_reward_fn("test_down_service", [](const json&) -> tasks::RewardFn {
+      return [](const std::string&, const json&, const json&) -> float {
+        throw InfraError("judge service: connection refused");
+      };
+    });
+    return true;
+  }();
+  (void)once;
+  const std::string dir = make_tiny_model_dir();
+  const std::string run = dir + "/run";
+  json tree = tiny_run_tree(dir, {"trainer.total_steps=6", "rollout.reward_fn=test_down_service"});
+  {
+    RLTrainer t(load_train_config(tree), tree);
+    const std::string e = error_of([&] { t.run(RunMode::kFresh); });
+    EXPECT_NE(e.find("every trajectory of the last 3 steps failed for infrastructure reasons"), std::string::npos) << e;
+    EXPECT_NE(e.find("judge service: connection refused"), std::string::npos) << e;
+    EXPECT_NE(e.find("the run stopped in step 3"), std::string::npos) << e;
+  }
+  const std::vector<json> steps = step_metrics(run);
+  ASSERT_EQ(steps.size(), 2u);  // steps 1 and 2 logged; step 3 failed
+  EXPECT_EQ(steps[0]["env/infra_failures"].get<double>(), 4.0);  // 2 prompts x 2
+  const json baseline = read_jsonl(run + "/metrics.jsonl").front();
+  EXPECT_EQ(baseline["val/infra_failures"].get<double>(), 1.0);
+  EXPECT_EQ(baseline["val/success/greedy"].get<double>(), 0.0);
+  fs::remove_all(dir);
+}
+
 // A stop request (Ctrl-C) ends the run after the current step with a checkpoint and a
 // message saying how to resume; the resumed run ends where the uninterrupted one would.
 TEST(RLTrainerCrashSafety, StopRequestCheckpointsAndResumes) {
