@@ -189,7 +189,7 @@ Registrar reg("sft", "supervised fine-tuning on expert tool-use demonstrations",
   app.add_option("--system-prompt", a->use_system_prompt, "generated demos: start with the task's system prompt")
       ->capture_default_str();
   app.add_option("--tools-in-prompt", a->tools_in_prompt,
-                 "generated demos: the chat template lists the calculator's schema (RL prompts must match: "
+                 "generated demos: the chat template lists the tool's schema (calculator, or python with --task-kwargs tool) (RL prompts must match: "
                  "rollout.env_kwargs.tools_in_prompt)")
       ->capture_default_str();
   app.add_option("--demo-style", a->demo_style,
