@@ -17,6 +17,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   python3 python3-torch python3-jinja2 python3-numpy
   gnuplot-nox
+  # Test references: TensorBoard event files read with protobuf's own parser; the run
+  # viewer (agentr1 view) driven in a real headless browser (playwright-core from npm).
+  python3-protobuf chromium fonts-dejavu-core
 )
 # Node.js and npm: only from Debian when the machine has none (a Node.js installed
 # another way ships its own npm, and Debian's npm package conflicts with it).
@@ -26,7 +29,8 @@ command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 bash scripts/apt_install.sh "${PACKAGES[@]}"
 
 # Reference implementations used only by tests (tokenizer / chat-template parity, GGUF
-# reading, llama.cpp's prebuilt CPU build for the GGUF export test).
+# reading, llama.cpp's prebuilt CPU build for the GGUF export test, playwright-core for the
+# viewer's browser test).
 # Every package named in tests/ref/package.json must be there (a checkout that adds one
 # installs it again).
 missing_ref=0
