@@ -2,8 +2,10 @@
 // driven in headless Chromium with playwright-core.
 //
 //   node tests/view_browser_test.mjs --agentr1 build/agentr1 --repo /path/to/agentr1
-//            [--chromium /usr/bin/chromium] [--keep]
+//            [--chromium /usr/bin/chromium] [--static-dir DIR] [--keep]
 //
+// --static-dir serves the page from DIR (e.g. src/agentr1/view/web while editing it)
+// instead of the build's share/agentr1/view/.
 // Checks (expected values are read from the fixture files here, independently of the
 // server): the page loads with no console error and no failed request; a training
 // metric's curve has one point per metrics.jsonl line holding it, with the same steps and
@@ -24,12 +26,13 @@ import readline from "readline";
 import { pathToFileURL } from "url";
 
 function parseArgs(argv) {
-  const a = { agentr1: "build/agentr1", repo: process.cwd(), chromium: "/usr/bin/chromium", keep: false };
+  const a = { agentr1: "build/agentr1", repo: process.cwd(), chromium: "/usr/bin/chromium", staticDir: "", keep: false };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === "--agentr1") a.agentr1 = argv[++i];
     else if (k === "--repo") a.repo = argv[++i];
     else if (k === "--chromium") a.chromium = argv[++i];
+    else if (k === "--static-dir") a.staticDir = path.resolve(argv[++i]);
     else if (k === "--keep") a.keep = true;
     else { console.error(`view_browser_test: unknown argument ${k}`); process.exit(2); }
   }
@@ -85,7 +88,8 @@ for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, async () => { await cle
 
 async function startServer() {
   check(fs.existsSync(args.agentr1), `no agentr1 binary at ${args.agentr1}`);
-  server = spawn(args.agentr1, ["view", runDir, "--tokenizer", tokenizerDir, "--port", "0"],
+  const extra = args.staticDir ? ["--static-dir", args.staticDir] : [];
+  server = spawn(args.agentr1, ["view", runDir, "--tokenizer", tokenizerDir, "--port", "0", ...extra],
                  { stdio: ["ignore", "pipe", "pipe"] });
   server.stderr.on("data", (d) => { serverErr += d.toString(); });
   const lines = readline.createInterface({ input: server.stdout });
@@ -318,7 +322,7 @@ try {
 } catch (e) {
   code = 1;
   console.error(`view_browser_test: FAIL: ${e instanceof CheckFailed ? e.message : e.stack}`);
-  if (serverErr) console.error(`server stderr:\n${serverErr}`);
+  if (serverErr && !e.message.includes(serverErr)) console.error(`server stderr:\n${serverErr}`);
 } finally {
   await cleanup();
   clearTimeout(watchdog);

@@ -125,6 +125,10 @@
       const ans = await api(`/api/metrics?${q({ run: run.id, from: m.next })}`);
       showError(key, null);
       let added = 0, newKeys = false;
+      if (ans.reset) {  // metrics.jsonl shrank: the run was restarted; read it anew
+        m.series = new Map();
+        added = 1;
+      }
       for (const rec of ans.records || []) {
         const step = rec.step;
         if (typeof step !== "number") continue;
@@ -220,7 +224,7 @@
           if (ev.target.checked) state.selected.add(name); else state.selected.delete(name);
           renderCharts();
         } });
-      box.appendChild(el("label", { class: name.startsWith("val/") ? "val" : null }, cb, name));
+      box.appendChild(el("label", { class: name.startsWith("val/") ? "val" : null, title: name }, cb, name));
     }
     $("metric-count").textContent = `${shown}/${names.length}`;
   }
