@@ -440,9 +440,12 @@
     }
     for (let i = from; i < to; i++) {
       const p = pieces[i];
-      frag.appendChild(el("span", {
-        class: SPECIAL.test(p) ? "ptok special" : "ptok", "data-id": ids[i],
-        title: `#${i} id ${ids[i]} ${JSON.stringify(p)}` }, p));
+      const span = document.createElement("span");
+      span.className = SPECIAL.test(p) ? "ptok special" : "ptok";
+      span.setAttribute("data-id", ids[i]);
+      span.title = `#${i} id ${ids[i]} ${JSON.stringify(p)}`;
+      span.textContent = p;
+      frag.appendChild(span);
     }
     return frag;
   }
@@ -460,9 +463,13 @@
       if (Array.isArray(pieces)) title += ` ${JSON.stringify(text)}`;
       if (v !== null && v !== undefined) title += `\n${QUANTITY[by]} ${fmt(v)}`;
       if (by !== "logprob" && typeof lp[i] === "number") title += `\nlog-prob ${fmt(lp[i])}`;
-      const span = el("span", {
-        class: Array.isArray(pieces) ? (SPECIAL.test(text) ? "tok special" : "tok") : "tok id-only",
-        "data-id": ids[i], "data-value": v === null || v === undefined ? null : v, title }, text);
+      // Plain DOM calls here, not el(): this runs once per token (tens of thousands).
+      const span = document.createElement("span");
+      span.className = Array.isArray(pieces) ? (SPECIAL.test(text) ? "tok special" : "tok") : "tok id-only";
+      span.setAttribute("data-id", ids[i]);
+      if (v !== null && v !== undefined) span.setAttribute("data-value", v);
+      span.title = title;
+      span.textContent = text;
       const c = tokenColor(v, by, scale);
       if (c) span.style.backgroundColor = c;
       box.appendChild(span);
@@ -497,7 +504,7 @@
     const carried = Math.max(0, Math.min(step.prompt_carried || 0, (step.prompt_ids || []).length));
     const nprompt = (step.prompt_ids || []).length;
     const info = step.info || {};
-    const meta = el("div", { class: "step-meta" },
+    const meta = el("div", { class: "step-meta", title: `info: ${JSON.stringify(info, null, 1)}` },
       el("b", null, `turn ${index}`),
       ` · policy v${step.policy_version ?? "?"}`,
       ` · reward ${fmt(stepReward(step))}`,
@@ -684,7 +691,19 @@
     if (shown.length === 0)
       list.appendChild(el("div", { class: "empty" },
         trajState.trajs.length ? "No trajectory matches the filters." : "This dump is empty."));
-    for (const t of shown) list.appendChild(renderTrajectory(t, by, scale));
+    // Rendered a page at a time: 64 trajectories of 2k tokens are 100k+ spans.
+    const PAGE = 24;
+    let done = 0;
+    const more = () => {
+      const frag = document.createDocumentFragment();
+      for (const t of shown.slice(done, done + PAGE)) frag.appendChild(renderTrajectory(t, by, scale));
+      done = Math.min(shown.length, done + PAGE);
+      list.appendChild(frag);
+      if (done < shown.length)
+        list.appendChild(el("button", { id: "traj-more", onclick: (ev) => { ev.target.remove(); more(); } },
+          `show ${Math.min(PAGE, shown.length - done)} more (${shown.length - done} left)`));
+    };
+    more();
   }
 
   function renderColorLegend(by, scale) {
