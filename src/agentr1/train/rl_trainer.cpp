@@ -268,7 +268,9 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
                       << " the task's advantages, " << teachers->routing().names().size() << " teacher(s)";
     learner_->set_teachers(std::move(teachers));
   }
-  logger_ = std::make_unique<StepLogger>(*run_dir_, *tokenizer_, c.trainer.dump_trajectories, c.trainer.progress);
+  const LoggerSinks sinks = c.trainer.logger_sinks();
+  logger_ = std::make_unique<StepLogger>(*run_dir_, *tokenizer_, c.trainer.dump_trajectories,
+                                         sinks.console && c.trainer.progress, sinks.tensorboard);
   health_ = std::make_unique<HealthMonitor>(c.trainer.health);
   checkpointer_ = std::make_unique<Checkpointer>(run_dir_->file("checkpoints"), path, policy_,
                                                  learner_->actor().optimizer(), learner_->critic());
@@ -422,7 +424,8 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
 
   const int64_t total = c.trainer.total_steps;
   const DumpColumns dump_columns{advantages_->needs_values(), advantages_->step_level_values(),
-                                 advantages_->kl_in_reward()};
+                                 advantages_->kl_in_reward(),
+                                 /*learner_logprobs=*/!learner_->actor().options().bypass_scoring()};
   // Steps in a row whose trajectories all failed for infrastructure reasons.
   constexpr int kMaxStepsWithoutRows = 3;
   int steps_without_rows = 0;

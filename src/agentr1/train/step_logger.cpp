@@ -1,6 +1,8 @@
 #include "agentr1/train/step_logger.h"
 
+#include <algorithm>
 #include <iomanip>
+#include <sstream>
 
 #include "agentr1/core/log.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
@@ -30,10 +32,63 @@ Metrics rollout_metrics(const std::vector<Trajectory>& trajs, const AdvantageRes
   return m;
 }
 
-StepLogger::StepLogger(const RunDir& run, const text::Tokenizer& tokenizer, int dump_trajectories, bool progress)
-    : run_(run), tokenizer_(tokenizer), dump_(dump_trajectories), progress_(progress) {}
+namespace {
 
-void StepLogger::metrics(int64_t step, const Metrics& m) const { run_.append_jsonl("metrics.jsonl", metrics_json(step, m)); }
+// A fence of backticks longer than any run of them in `text` (at least 3), so the text
+// shows verbatim in a markdown code block.
+std::string fence_for(const std::string& text) {
+  size_t longest = 0, run = 0;
+  for (char c : text) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  return std::string(std::max<size_t>(3, longest + 1), '`');
+}
+
+void code_block(std::ostringstream& os, const std::string& text) {
+  const std::string f = fence_for(text);
+  os << f << "\n" << text << (text.empty() || text.back() != '\n' ? "\n" : "") << f << "\n\n";
+}
+
+// One dumped trajectory (dump_step's JSON) as markdown for TensorBoard's text plugin: the
+// first step's decoded prompt, each step's response with its reward, the score and the
+// mean advantage.
+std::string trajectory_markdown(const json& j, size_t index) {
+  std::ostringstream os;
+  os << std::setprecision(4);
+  os << "### trajectory " << index << ": score " << j.value("score", 0.0) << ", advantage "
+     << j.value("advantage", 0.0);
+  if (j.contains("reward")) os << ", reward (with KL) " << j["reward"].get<double>();
+  os << "\n\ngroup `" << j.value("group", std::string()) << "`, " << j["steps"].size() << " step(s)\n\n";
+  if (j["steps"].empty()) return os.str();
+  os << "**prompt** (step 0)\n\n";
+  code_block(os, j["steps"][0].value("prompt_text", std::string()));
+  for (size_t k = 0; k < j["steps"].size(); ++k) {
+    const json& st = j["steps"][k];
+    os << "**response " << k << "** (reward " << st.value("reward", 0.0) << ")\n\n";
+    code_block(os, st.value("response_text", std::string()));
+  }
+  return os.str();
+}
+
+}  // namespace
+
+StepLogger::StepLogger(const RunDir& run, const text::Tokenizer& tokenizer, int dump_trajectories, bool progress,
+                       bool tensorboard)
+    : run_(run), tokenizer_(tokenizer), dump_(dump_trajectories), progress_(progress) {
+  // Opened at its first write: only the rank that writes the run's files writes one.
+  if (tensorboard) tb_ = std::make_unique<TensorBoardWriter>(run.file("tensorboard"));
+}
+
+StepLogger::~StepLogger() = default;
+
+void StepLogger::metrics(int64_t step, const Metrics& m) const {
+  run_.append_jsonl("metrics.jsonl", metrics_json(step, m));
+  if (tb_) {
+    tb_->scalars(step, m);
+    tb_->flush();
+  }
+}
 
 void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, const std::vector<PackedRow>& rows,
                            const AdvantagePhase::Output& adv, const DumpColumns& cols) const {
@@ -46,6 +101,7 @@ void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, c
   auto slice = [&](std::vector<float> PackedRow::*column, const TokenSpan& sp) {
     return sp.n == 0 ? std::vector<float>() : cut(rows[static_cast<size_t>(sp.row)].*column, sp);
   };
+  std::string sample_md;  // TensorBoard: the first two trajectories as markdown
   for (size_t i = 0; i < trajs.size() && (dump_ < 0 || static_cast<int>(i) < dump_); ++i) {
     json j = trajs[i].to_json();
     std::vector<std::vector<float>> token_adv;
@@ -76,11 +132,15 @@ void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, c
       }
       if (cols.token_kl)
         st["token_kl"] = sp.n == 0 ? std::vector<float>() : cut(adv.token_kl[static_cast<size_t>(sp.row)], sp);
+      if (cols.learner_logprobs && (sp.n == 0 || !rows[static_cast<size_t>(sp.row)].old_logprob.empty()))
+        st["learner_logprobs"] = slice(&PackedRow::old_logprob, sp);
     }
     if (!j["steps"].empty())
       j["steps"][0]["prompt_text"] = tokenizer_.decode(j["steps"][0]["prompt_ids"].get<TokenIds>());
     run_.append_jsonl("trajectories/" + step_name(step) + ".jsonl", j);
+    if (tb_ && i < 2) sample_md += trajectory_markdown(j, i);
   }
+  if (tb_ && !sample_md.empty()) tb_->text("trajectories/sample", step, sample_md);
 }
 
 void StepLogger::dump_excluded(int64_t step, const std::vector<Trajectory>& trajs, const std::string& why) const {
@@ -94,7 +154,12 @@ void StepLogger::dump_excluded(int64_t step, const std::vector<Trajectory>& traj
 }
 
 void StepLogger::validation(int64_t step, const EvalResult& r, const std::vector<Sample>& samples) const {
-  run_.append_jsonl("metrics.jsonl", metrics_json(step, r.metrics()));
+  const Metrics vm = r.metrics();
+  run_.append_jsonl("metrics.jsonl", metrics_json(step, vm));
+  if (tb_) {
+    tb_->scalars(step, vm);
+    tb_->flush();
+  }
   for (size_t i = 0; i < r.greedy_trajectories.size() && i < 16 && i < samples.size(); ++i) {
     json j = r.greedy_trajectories[i].to_json();
     j["sample"] = samples[i].to_json();

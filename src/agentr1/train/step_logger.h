@@ -1,7 +1,8 @@
 // agentr1/train/step_logger.h — what a step leaves behind: metrics.jsonl, trajectory
-// dumps, the progress line; and the batch metrics computed from a step's rollouts.
+// dumps, the progress line, TensorBoard event files (trainer.logger); and the batch
+// metrics computed from a step's rollouts.
 //
-//   StepLogger log(run, tokenizer, cfg.trainer.dump_trajectories, cfg.trainer.progress);
+//   StepLogger log(run, tokenizer, cfg.trainer.dump_trajectories, /*progress=*/true, /*tensorboard=*/false);
 //   Metrics more = rollout_metrics(trajs, adv.result);   // merged into the step's metrics
 //   log.dump_step(step, trajs, rows, adv, dump_columns); // trajectories/step_NNNNNN.jsonl
 //   log.metrics(step, m);                               // one line of metrics.jsonl
@@ -12,11 +13,19 @@
 // "reward" (the KL-penalised score, with KL in the reward), each step's
 // "response_text", the first step's "prompt_text", and the audit columns:
 // "advantage"/"advantages", "returns", "values" (per action token, or one per step for
-// step-level values) and "token_kl".
+// step-level values), "token_kl", and "learner_logprobs" (per action token: the
+// learner's log-prob before the update, PackedRow::old_logprob, when the learner scored
+// them; aligned with "response_logprobs", the engine's, whose gap it shows).
+//
+// TensorBoard (tensorboard = true): every metrics line becomes scalars at its step (tag
+// = the metric's name), and each step that dumps trajectories a text summary
+// "trajectories/sample" of its first two (markdown). Written to <run>/tensorboard/ and
+// flushed with each metrics line.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +33,7 @@
 #include "agentr1/train/advantages.h"
 #include "agentr1/train/evaluate.h"
 #include "agentr1/train/run_dir.h"
+#include "agentr1/train/tensorboard.h"
 #include "agentr1/train/learner/metrics.h"
 
 namespace agentr1::text {
@@ -37,6 +47,7 @@ struct DumpColumns {
   bool values = false;       // a critic produced values
   bool step_level = false;   // values, returns and advantages are one per step (gae)
   bool token_kl = false;     // KL in the reward
+  bool learner_logprobs = false;  // the learner scored old log-probs (no bypass): dump them
 };
 
 // critic/score/{mean,max,min} (trajectory total reward), critic/rewards/mean (with the
@@ -46,8 +57,13 @@ Metrics rollout_metrics(const std::vector<Trajectory>& trajs, const AdvantageRes
 
 class StepLogger {
  public:
-  // dump_trajectories: per step, 0 = none, -1 = all. Neither argument is owned.
-  StepLogger(const RunDir& run, const text::Tokenizer& tokenizer, int dump_trajectories, bool progress);
+  // dump_trajectories: per step, 0 = none, -1 = all. Neither run nor tokenizer is owned.
+  // tensorboard: also write <run>/tensorboard/ (the file appears at the first write).
+  StepLogger(const RunDir& run, const text::Tokenizer& tokenizer, int dump_trajectories, bool progress,
+             bool tensorboard = false);
+  ~StepLogger();
+  // One line of metrics.jsonl (and the step's scalars in TensorBoard, flushed). Throws
+  // Error naming the file when a write fails.
   void metrics(int64_t step, const Metrics& m) const;
   // The audit columns are read from `rows` (packed from trajs, after the advantage
   // phase) and adv.token_kl.
@@ -70,6 +86,7 @@ class StepLogger {
   const text::Tokenizer& tokenizer_;
   int dump_;
   bool progress_;
+  std::unique_ptr<TensorBoardWriter> tb_;  // null unless trainer.logger has tensorboard
   double step_time_ema_ = 0;
 };
 

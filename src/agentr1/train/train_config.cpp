@@ -3,10 +3,12 @@
 #include "agentr1/algo/estimator.h"
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
+#include "agentr1/core/strings.h"
 #include "agentr1/tasks/builtin.h"
 #include "agentr1/tasks/task_family.h"
 #include "agentr1/train/device.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace agentr1::train {
@@ -81,8 +83,35 @@ void TrainerOptions::validate() const {
                 "trainer.tool_threads must be in 1..1024, got " << tool_threads);
   AGENTR1_CHECK(critic_warmup >= 0, "trainer.critic_warmup must be >= 0, got " << critic_warmup);
   AGENTR1_CHECK(memory_gb >= 0, "trainer.memory_gb must be >= 0 (0 = what the machine has), got " << memory_gb);
+  logger_sinks();
   // Checked here, before any model is built: a missing CUDA fails at once.
   with_context("trainer.device", [&] { require_device_available(parse_device(device)); });
+}
+
+LoggerSinks TrainerOptions::logger_sinks() const {
+  static const char* const kKnown = "console, jsonl, tensorboard";
+  LoggerSinks out;
+  out.console = false;
+  bool jsonl = false;
+  std::vector<std::string> seen;
+  for (const std::string& name : logger) {
+    AGENTR1_CHECK(std::find(seen.begin(), seen.end(), name) == seen.end(),
+                  "trainer.logger names '" << name << "' twice; each logger once (known: " << kKnown << ")");
+    seen.push_back(name);
+    if (name == "console") {
+      out.console = true;
+    } else if (name == "jsonl") {
+      jsonl = true;
+    } else if (name == "tensorboard") {
+      out.tensorboard = true;
+    } else {
+      throw Error("trainer.logger: unknown logger '" + name + "'; known: " + kKnown);
+    }
+  }
+  AGENTR1_CHECK(jsonl, "trainer.logger must include jsonl (metrics.jsonl is what resume, plots and agentr1 view "
+                       "read), got [" << join(logger, ", ") << "]. HINT: trainer.logger=["
+                       << join(logger, ",") << (logger.empty() ? "" : ",") << "jsonl]");
+  return out;
 }
 
 void TrainConfig::validate() {

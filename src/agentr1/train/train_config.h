@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "agentr1/algo/estimator.h"
 #include "agentr1/algo/kl_controller.h"
@@ -192,6 +193,14 @@ struct AlgorithmOptions {
   bool uses_critic() const;
 };
 
+// trainer.logger resolved. metrics.jsonl is always written: resume, plots and agentr1
+// view read it.
+struct LoggerSinks {
+  bool console = true;       // the progress line on stderr (with trainer.progress)
+  bool tensorboard = false;  // <run>/tensorboard/events.out.tfevents.*: every metric as a
+                             // scalar, a text summary of the dumped trajectories
+};
+
 struct TrainerOptions {
   int total_steps = 30;           // RL steps
   int test_freq = 10;             // validate every this many steps (0 = start and end only)
@@ -214,6 +223,11 @@ struct TrainerOptions {
                                   // limit) less max(10%, 1.5 GiB)
   int dump_trajectories = 16;     // trajectories dumped per step (0 = none, -1 = all)
   bool progress = true;           // progress line on stderr
+  std::vector<std::string> logger = {"console", "jsonl"};  // where a step's metrics go:
+                                  // console (the progress line on stderr), jsonl (metrics.jsonl,
+                                  // required: resume, plots and agentr1 view read it),
+                                  // tensorboard (<run>/tensorboard/events.out.tfevents.*);
+                                  // resolved by logger_sinks()
   HealthOptions health;           // per-step health monitors (health.h)
   DistOptions dist;               // data parallelism across ranks (distributed.h)
   template <class V>
@@ -235,10 +249,16 @@ struct TrainerOptions {
             "memory less max(10%, 1.5 GiB)");
     v.field("dump_trajectories", dump_trajectories, "trajectories dumped per step (-1 = all)");
     v.field("progress", progress, "progress line on stderr");
+    v.field("logger", logger,
+            "metric sinks: console (progress line on stderr) | jsonl (metrics.jsonl; required) | tensorboard "
+            "(event files in <run>/tensorboard/: tensorboard --logdir <run>/tensorboard)");
     v.section("health", health, "per-step health monitors: warnings, and stop_on for a clean stop");
     v.section("dist", dist, "data parallelism (ranks from torchrun's environment, or agentr1 launch)");
   }
   void validate() const;
+  // trainer.logger as typed flags; throws Error naming trainer.logger (an unknown name,
+  // listing the known ones; a name given twice; jsonl left out).
+  LoggerSinks logger_sinks() const;
 };
 
 struct TrainConfig {
