@@ -76,6 +76,8 @@ TEST(RLTrainerTest, RunsEndToEndAndResumes) {
   const json& st = traj["steps"][0];
   EXPECT_EQ(st["response_ids"].size(), st["response_logprobs"].size());
   EXPECT_TRUE(st.contains("advantage"));
+  // Old log-probs are the engine's here (actor.use_rollout_logprobs): no learner column.
+  EXPECT_FALSE(st.contains("learner_logprobs"));
   // Every step line has the verl-style names.
   std::ifstream mf(run + "/metrics.jsonl");
   bool saw_step = false;
@@ -203,6 +205,11 @@ TEST(RLTrainerTest, TokenGaeWithAdaptiveKlInReward) {
       EXPECT_EQ(st["returns"].size(), st["response_ids"].size());
       EXPECT_EQ(st["advantages"].size(), st["response_ids"].size());
       ASSERT_EQ(st["token_kl"].size(), st["response_ids"].size());
+      // The learner scored old log-probs (use_rollout_logprobs=false): dumped per response
+      // token, close to the engine's (the same weights: only fp32 rounding apart).
+      ASSERT_EQ(st["learner_logprobs"].size(), st["response_ids"].size());
+      for (size_t q = 0; q < st["response_ids"].size(); ++q)
+        EXPECT_NEAR(st["learner_logprobs"][q].get<double>(), st["response_logprobs"][q].get<double>(), 1e-3);
       for (const json& k : st["token_kl"]) kl_sum += k.get<double>();
     }
     kl_seen += kl_sum;
