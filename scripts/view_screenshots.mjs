@@ -1,7 +1,7 @@
 // Screenshots of `agentr1 view` for the docs, taken from the fixture run
 // tests/fixtures/view_run in headless Chromium (1280x800):
 //   docs/img/view_curves.png      the Curves tab, smoothing 0.6
-//   docs/img/view_trajectory.png  the step-2 trajectories of the group with a rewritten context
+//   docs/img/view_trajectory.png  step 2's failed trajectory whose context was rewritten
 //
 //   node scripts/view_screenshots.mjs [--agentr1 build/agentr1] [--repo .] [--out docs/img]
 //                                     [--chromium /usr/bin/chromium]
@@ -59,11 +59,10 @@ try {
   const group = await page.$eval(".badge.rewritten", (b) => b.closest("div.traj").dataset.group);
   await page.selectOption("#traj-group", group);
   await page.waitForSelector("#traj-list div.traj .badge.rewritten");
-  // Start at the trajectory whose context was rewritten.
-  await page.$eval("#traj-list .badge.rewritten", (b) => {
-    const turn = b.closest("div.tstep");
-    window.scrollTo(0, turn.getBoundingClientRect().top + window.scrollY - 330);
-  });
+  // The failed trajectory of that group (its context was rewritten), first prompt folded.
+  await page.selectOption("#f-success", "0");
+  await page.waitForSelector("#traj-list div.traj .badge.rewritten");
+  await page.$eval("#traj-list div.traj details.prompt0", (d) => { d.open = false; });
   await page.screenshot({ path: path.join(out, "view_trajectory.png") });
   console.log(`wrote ${path.join(out, "view_curves.png")} and view_trajectory.png`);
 } finally {

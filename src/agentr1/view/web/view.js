@@ -525,15 +525,15 @@
         if (det.open && det.childNodes.length === 1) det.appendChild(promptTokens(step, 0, carried));
       }, { once: false });
       prompt.appendChild(det);
-    } else if (opts.collapsePrompt && index === 0) {
-      const det = el("details", { class: "carried" },
-        el("summary", null, `prompt (${nprompt} tokens)`));
-      det.appendChild(promptTokens(step, 0, nprompt));
-      prompt.appendChild(det);
     }
-    if (nprompt > carried && !(opts.collapsePrompt && index === 0)) {
-      const label = index === 0 ? "prompt"
-        : step.prompt_rewritten ? "rewritten context + environment's answer" : "environment's answer";
+    if (carried === 0 && index === 0) {
+      // The first prompt (system + task): open, foldable; folded in the validation columns.
+      const det = el("details", { class: "prompt0", open: !opts.collapsePrompt },
+        el("summary", null, `prompt (${nprompt} tokens)`));
+      det.appendChild(el("div", { class: "prompt-first" }, promptTokens(step, 0, nprompt)));
+      prompt.appendChild(det);
+    } else if (nprompt > carried) {
+      const label = step.prompt_rewritten ? "rewritten context + environment's answer" : "environment's answer";
       prompt.appendChild(el("div", { class: "prompt-new", "data-from": carried,
         "data-count": nprompt - carried }, el("span", { class: "part-label" }, label),
         promptTokens(step, carried, nprompt)));
