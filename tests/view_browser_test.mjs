@@ -16,7 +16,8 @@
 // id in the hover title, the environment's answer as the new part of the second prompt and
 // the rewritten prompt marked; colouring by log-prob and by learner-engine gap carries the
 // fixture's values; the success filter; validation compare shows the same prompt at steps
-// 0 and 2; the config tab shows config.yaml and summary.json; API errors are 4xx + JSON.
+// 0 and 2; the config tab shows config.yaml and summary.json; API errors are 4xx + JSON and
+// show in the page's error banner.
 // Exit 0 on pass, 1 with the failed check on stderr.
 import { spawn } from "child_process";
 import fs from "fs";
@@ -313,6 +314,17 @@ async function main() {
   await until(async () => (await page.locator("#summary-text").textContent()).includes("baseline_step"), 5000, "summary.json in the config tab");
   noProblems("config");
   log("config: config.yaml and summary.json shown");
+
+  // ---- an API error shows in the page (the answer replaced in the browser, last: it logs
+  // a failed resource on the console).
+  await page.route("**/api/summary*", (r) => r.fulfill({ status: 404, contentType: "application/json",
+    body: JSON.stringify({ error: "test: summary.json is gone" }) }));
+  await page.click("a.tab[data-tab='curves']");
+  await page.click("a.tab[data-tab='config']");
+  await until(async () => (await page.locator("#error").isVisible()) &&
+    (await page.locator("#error").textContent()).includes("404 test: summary.json is gone"), 5000,
+    "the error banner to show a failed /api/summary");
+  log("errors: a 404 from the API shows in the banner");
 }
 
 let code = 0;
