@@ -114,8 +114,8 @@ ViewServer::ViewServer(std::vector<RunEntry> runs, ViewOptions options) : impl_(
         }
       } else {
         AGENTR1_LOG(WARN) << "view: run " << r.name
-                          << " names no tokenizer (no checkpoint, no model.path in config.yaml), so tokens show as "
-                             "ids; pass --tokenizer DIR";
+                          << " has no tokenizer (no checkpoint with a tokenizer.json, and config.yaml's model.path "
+                             "is not a local directory with one), so tokens show as ids; pass --tokenizer DIR";
       }
       m.run_tokenizer.push_back(t);
     }
