@@ -51,8 +51,8 @@ void code_block(std::ostringstream& os, const std::string& text) {
 }
 
 // One dumped trajectory (dump_step's JSON) as markdown for TensorBoard's text plugin: the
-// first step's decoded prompt, each step's response with its reward, the score and the
-// mean advantage.
+// first step's decoded prompt, each step's response with its reward and mean advantage,
+// the score and the trajectory's mean advantage.
 std::string trajectory_markdown(const json& j, size_t index) {
   std::ostringstream os;
   os << std::setprecision(4);
@@ -65,7 +65,11 @@ std::string trajectory_markdown(const json& j, size_t index) {
   code_block(os, j["steps"][0].value("prompt_text", std::string()));
   for (size_t k = 0; k < j["steps"].size(); ++k) {
     const json& st = j["steps"][k];
-    os << "**response " << k << "** (reward " << st.value("reward", 0.0) << ")\n\n";
+    double adv = 0;  // the step's mean advantage over its response tokens
+    const json& a = st.contains("advantage") ? st["advantage"] : json::array();
+    for (const json& x : a) adv += x.get<double>();
+    if (!a.empty()) adv /= static_cast<double>(a.size());
+    os << "**response " << k << "** (reward " << st.value("reward", 0.0) << ", advantage " << adv << ")\n\n";
     code_block(os, st.value("response_text", std::string()));
   }
   return os.str();

@@ -124,7 +124,8 @@ TEST(TensorBoardRunTest, EveryMetricReachesTensorBoard) {
   EXPECT_NE(md.find("### trajectory 1"), std::string::npos) << md;
   EXPECT_EQ(md.find("### trajectory 2"), std::string::npos) << md;
   EXPECT_NE(md.find("**prompt** (step 0)"), std::string::npos) << md;
-  EXPECT_NE(md.find("**response 0**"), std::string::npos) << md;
+  EXPECT_NE(md.find("**response 0** (reward "), std::string::npos) << md;
+  EXPECT_NE(md.find(", advantage "), std::string::npos) << md;
   EXPECT_NE(md.find("```"), std::string::npos) << md;
   fs::remove_all(dir);
 }
