@@ -72,10 +72,16 @@ def build_classes():
                            ("metadata", 9, F.TYPE_MESSAGE, opt, ".tbref.SummaryMetadata")])
     message(fdp, "Summary", [("value", 1, F.TYPE_MESSAGE, rep, ".tbref.Value")])
     # event.proto: Event { double wall_time = 1; int64 step = 2; string file_version = 3;
-    # Summary summary = 5; }
+    # Summary summary = 5; SessionLog session_log = 7; }
+    # SessionLog { SessionStatus status = 1; string checkpoint_path = 2; string msg = 3; }
+    # (enum SessionStatus: STATUS_UNSPECIFIED 0, START 1, STOP 2, CHECKPOINT 3)
+    message(fdp, "SessionLog", [("status", 1, F.TYPE_INT32, opt, None),
+                                ("checkpoint_path", 2, F.TYPE_STRING, opt, None),
+                                ("msg", 3, F.TYPE_STRING, opt, None)])
     message(fdp, "Event", [("wall_time", 1, F.TYPE_DOUBLE, opt, None), ("step", 2, F.TYPE_INT64, opt, None),
                            ("file_version", 3, F.TYPE_STRING, opt, None),
-                           ("summary", 5, F.TYPE_MESSAGE, opt, ".tbref.Summary")])
+                           ("summary", 5, F.TYPE_MESSAGE, opt, ".tbref.Summary"),
+                           ("session_log", 7, F.TYPE_MESSAGE, opt, ".tbref.SessionLog")])
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
     factory = message_factory.MessageFactory(pool)
@@ -89,7 +95,7 @@ def fail(msg):
 
 def read(path, Event):
     data = open(path, "rb").read()
-    out = {"file_version": None, "records": 0, "scalars": {}, "texts": {}}
+    out = {"file_version": None, "records": 0, "scalars": {}, "texts": {}, "session_starts": []}
     at = 0
     DT_STRING = 7
     while at < len(data):
@@ -112,6 +118,8 @@ def read(path, Event):
         if out["records"] == 0:
             out["file_version"] = ev.file_version
         out["records"] += 1
+        if ev.HasField("session_log") and ev.session_log.status == 1:
+            out["session_starts"].append(ev.step)
         for v in ev.summary.value:
             if v.HasField("tensor"):
                 if v.metadata.plugin_data.plugin_name != "text":

@@ -391,6 +391,7 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     if (writer_) {
       const size_t lines = run_dir_->cut_jsonl_after("metrics.jsonl", start_step);
       const size_t dumps = run_dir_->cut_dumps_after(start_step);
+      logger_->resumed(start_step);
       AGENTR1_LOG(INFO) << "resumed from " << r->dir << " at step " << start_step << " (cut " << lines
                         << " metrics lines and " << dumps << " dump files logged after it)";
     }
@@ -452,13 +453,14 @@ RunSummary RLTrainer::run_steps(RunMode mode, json& summary_json, bool* started,
     const InfraSplit infra = take_infra_failures(batch.trajectories);
     m["env/infra_failures"] = static_cast<double>(infra.failed.size());
     m["env/infra_orphans"] = static_cast<double>(infra.orphaned.size());
-    if (!infra.failed.empty())
+    if (!infra.failed.empty()) {
       AGENTR1_LOG(WARN) << "step " << step << ": " << infra.failed.size() << " of "
                         << infra.failed.size() + infra.orphaned.size() + batch.trajectories.size()
                         << " trajectories failed for infrastructure reasons (not the model's) and are left out of "
                            "training, with "
                         << infra.orphaned.size() << " left alone in their group; the first: "
                         << infra.failed.front().infra_failure;
+    }
     const std::vector<Trajectory>& trajs = batch.trajectories;
     merge_into(m, batch.metrics);
     // 2. Pack, then score: old (and reference) log-probs, critic values.

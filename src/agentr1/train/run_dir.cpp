@@ -78,7 +78,7 @@ bool RunDir::has_run() const {
 
 void RunDir::clear_run() const {
   for (const char* f : {"config.yaml", "metrics.jsonl", "summary.json", "trajectories", "checkpoints",
-                        "remote_weights"}) {
+                        "remote_weights", "tensorboard"}) {
     std::error_code ec;
     fs::remove_all(file(f), ec);
     AGENTR1_CHECK(!ec, "cannot remove '" << file(f) << "': " << ec.message());

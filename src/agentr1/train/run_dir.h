@@ -34,7 +34,8 @@ class RunDir {
   // A run lives here already: metrics.jsonl, summary.json or checkpoints/ exists.
   bool has_run() const;
   // Removes what a run writes (config.yaml, metrics.jsonl, summary.json, trajectories/,
-  // checkpoints/, remote_weights/: weights handed to remote engines, full model copies);
+  // checkpoints/, remote_weights/: weights handed to remote engines, full model copies;
+  // tensorboard/);
   // other files are left alone.
   void clear_run() const;
   // Resume: keeps the lines of the JSONL file rel whose "step" is <= step (and drops

@@ -94,6 +94,12 @@ void StepLogger::metrics(int64_t step, const Metrics& m) const {
   }
 }
 
+void StepLogger::resumed(int64_t step) const {
+  if (!tb_) return;
+  tb_->session_start(step + 1);
+  tb_->flush();
+}
+
 void StepLogger::dump_step(int64_t step, const std::vector<Trajectory>& trajs, const std::vector<PackedRow>& rows,
                            const AdvantagePhase::Output& adv, const DumpColumns& cols) const {
   const StepSpans spans = step_spans(rows, trajs);

@@ -65,6 +65,9 @@ class StepLogger {
   // One line of metrics.jsonl (and the step's scalars in TensorBoard, flushed). Throws
   // Error naming the file when a write fails.
   void metrics(int64_t step, const Metrics& m) const;
+  // The run resumed from its checkpoint at `step`: TensorBoard is told (a SessionLog START
+  // at step + 1) to drop what the interrupted run logged after it.
+  void resumed(int64_t step) const;
   // The audit columns are read from `rows` (packed from trajs, after the advantage
   // phase) and adv.token_kl.
   void dump_step(int64_t step, const std::vector<Trajectory>& trajs, const std::vector<PackedRow>& rows,

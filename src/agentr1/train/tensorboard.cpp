@@ -178,6 +178,15 @@ void TensorBoardWriter::text(const std::string& tag, int64_t step, const std::st
   write_event(e);
 }
 
+// Event { SessionLog session_log = 7; }  SessionLog { SessionStatus status = 1; } START = 1
+void TensorBoardWriter::session_start(int64_t step) {
+  std::string log;
+  put_int(log, 1, 1);
+  std::string e = event_header(step);
+  put_bytes(e, 7, log);
+  write_event(e);
+}
+
 void TensorBoardWriter::flush() {
   if (file_ == nullptr) return;
   AGENTR1_CHECK(std::fflush(file_) == 0, "tensorboard: cannot write '" << path_ << "': " << std::strerror(errno));

@@ -46,6 +46,10 @@ class TensorBoardWriter {
   // One Event holding a scalar string tensor (DT_STRING) tagged for the text plugin,
   // which renders it as markdown.
   void text(const std::string& tag, int64_t step, const std::string& markdown);
+  // A resumed run: an Event at `step` holding SessionLog{status: START}. TensorBoard then
+  // drops the points of earlier files at steps >= `step` (what the interrupted run logged
+  // after its checkpoint, redone by the resumed run), as it does for TensorFlow's restarts.
+  void session_start(int64_t step);
   // Hands what was written to the OS (no fsync), so a running TensorBoard reads it.
   void flush();
   // The event file; "" before the first write.

@@ -7,7 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <string>
 
 #include "agentr1/core/config.h"
@@ -127,6 +130,53 @@ TEST(TensorBoardRunTest, EveryMetricReachesTensorBoard) {
   EXPECT_NE(md.find("**response 0** (reward "), std::string::npos) << md;
   EXPECT_NE(md.find(", advantage "), std::string::npos) << md;
   EXPECT_NE(md.find("```"), std::string::npos) << md;
+  fs::remove_all(dir);
+}
+
+// A resumed run writes a second event file that starts with SessionLog START at the first
+// step after its checkpoint (TensorBoard drops the older file's points from there on), and
+// starting the run over removes tensorboard/ with the rest of the run.
+TEST(TensorBoardRunTest, ResumeStartsASessionAndOverwriteClearsTheFiles) {
+  const std::string dir = testing::make_tiny_model_dir("tb_resume");
+  const std::string run = dir + "/run";
+  auto tree_for = [&](int steps) {
+    return tiny_run_tree(dir, {"trainer.logger=[console, jsonl, tensorboard]", "trainer.total_steps=" +
+                                   std::to_string(steps), "trainer.save_freq=1", "trainer.test_freq=0"});
+  };
+  {
+    json tree = tree_for(1);
+    RLTrainer t(load_train_config(tree), tree);
+    EXPECT_EQ(t.run(/*resume=*/false).steps, 1);
+  }
+  auto event_files = [&] {
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(run + "/tensorboard")) files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    return files;
+  };
+  ASSERT_EQ(event_files().size(), 1u);
+  const std::string first = event_files()[0];
+  // The second file must not share the first one's name (it is named by the second).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  {
+    json tree = tree_for(2);
+    RLTrainer t(load_train_config(tree), tree);
+    t.run(/*resume=*/true);
+  }
+  std::vector<std::string> files = event_files();
+  ASSERT_EQ(files.size(), 2u);
+  const std::string second = files[0] == first ? files[1] : files[0];
+  const auto read = [](const std::string& f) {
+    return json::parse(run_capture(std::string(AGENTR1_PYTHON) + " " + AGENTR1_SOURCE_DIR +
+                                   "/tests/ref/tb_events_read.py " + f));
+  };
+  EXPECT_EQ(read(first)["session_starts"], json::array());
+  const json tb = read(second);
+  EXPECT_EQ(tb["session_starts"], json::parse("[2]"));  // checkpoint at step 1
+  ASSERT_TRUE(tb["scalars"].contains("critic/score/mean")) << tb.dump();
+  EXPECT_EQ(tb["scalars"]["critic/score/mean"][0][0], 2);
+  RunDir(run).clear_run();
+  EXPECT_FALSE(fs::exists(run + "/tensorboard"));
   fs::remove_all(dir);
 }
 
