@@ -70,13 +70,15 @@ const runDir = path.join(tmp, "view_run");
 fs.cpSync(fixture, runDir, { recursive: true });
 
 let server = null, browser = null, serverErr = "";
+const servers = [];  // every server started (killed at the end)
 async function cleanup() {
   if (browser) await browser.close().catch(() => {});
   browser = null;
-  if (server && server.exitCode === null) {
-    server.kill("SIGTERM");
-    await Promise.race([new Promise((r) => server.once("exit", r)), new Promise((r) => setTimeout(r, 3000))]);
-    if (server.exitCode === null) server.kill("SIGKILL");
+  for (const s of servers) {
+    if (s.exitCode !== null) continue;
+    s.kill("SIGTERM");
+    await Promise.race([new Promise((r) => s.once("exit", r)), new Promise((r) => setTimeout(r, 3000))]);
+    if (s.exitCode === null) s.kill("SIGKILL");
   }
   if (!args.keep) fs.rmSync(tmp, { recursive: true, force: true });
 }
@@ -87,11 +89,12 @@ const watchdog = setTimeout(async () => {
 }, 90000);
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, async () => { await cleanup(); process.exit(1); });
 
-async function startServer() {
+async function startServer(dir = runDir) {
   check(fs.existsSync(args.agentr1), `no agentr1 binary at ${args.agentr1}`);
   const extra = args.staticDir ? ["--static-dir", args.staticDir] : [];
-  server = spawn(args.agentr1, ["view", runDir, "--tokenizer", tokenizerDir, "--port", "0", ...extra],
+  server = spawn(args.agentr1, ["view", dir, "--tokenizer", tokenizerDir, "--port", "0", ...extra],
                  { stdio: ["ignore", "pipe", "pipe"] });
+  servers.push(server);
   server.stderr.on("data", (d) => { serverErr += d.toString(); });
   const lines = readline.createInterface({ input: server.stdout });
   const url = await new Promise((resolve, reject) => {
@@ -325,6 +328,25 @@ async function main() {
     (await page.locator("#error").textContent()).includes("404 test: summary.json is gone"), 5000,
     "the error banner to show a failed /api/summary");
   log("errors: a 404 from the API shows in the banner");
+
+  // ---- a page opened before the run's first metrics line: the default curves appear as
+  // the lines arrive (a user starts agentr1 view right after agentr1 train).
+  const freshDir = path.join(tmp, "fresh_run");
+  fs.mkdirSync(freshDir);
+  fs.copyFileSync(path.join(runDir, "config.yaml"), path.join(freshDir, "config.yaml"));
+  const freshUrl = await startServer(freshDir);
+  const page2 = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await page2.goto(freshUrl);
+  await page2.waitForSelector("body[data-ready='1']", { timeout: 10000 });
+  check(await page2.locator("svg.chart path.curve").count() === 0, "a run without metrics drew curves");
+  const firstLines = fs.readFileSync(metricsFile, "utf8").split("\n").slice(0, 3).join("\n") + "\n";
+  fs.writeFileSync(path.join(freshDir, "metrics.jsonl"), firstLines);
+  const wantPoints = firstLines.split("\n").filter(Boolean).filter((l) => typeof JSON.parse(l)[METRIC] === "number").length;
+  const freshCurve = page2.locator(`svg.chart path.curve[data-run="0"][data-metric="${METRIC}"]`);
+  await until(async () => (await freshCurve.count()) === 1 &&
+    Number(await freshCurve.getAttribute("data-points")) === wantPoints, 10000,
+    `the default metric ${METRIC} drawn with ${wantPoints} points once the first lines arrive`);
+  log(`fresh run: ${METRIC} appeared with ${wantPoints} points after the page was opened`);
 }
 
 let code = 0;

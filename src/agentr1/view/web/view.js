@@ -98,6 +98,7 @@
     selected: new Set(), // chosen metric names
     smoothing: 0,
     steps: new Map(),    // run id -> {train: [...], val: [...]}
+    userPicked: false,   // the user changed the metric selection (defaults stop applying)
   };
   const runColor = (id) => PALETTE[state.runs.findIndex((r) => r.id === id) % PALETTE.length];
   const runName = (id) => (state.runs.find((r) => r.id === id) || { name: String(id) }).name;
@@ -178,13 +179,24 @@
         newKeys = newKeys || r.newKeys;
         if (await pollSteps(run)) stepsChanged = true;
       }));
-      if (newKeys) renderMetricList();
-      if (added && !$("pane-curves").hidden) renderCharts();
+      if (newKeys) {
+        // Until the user picks metrics, the default ones are shown as they appear (a page
+        // opened before a run's first step fills in when the first metrics arrive).
+        if (!state.userPicked) pickDefaultMetrics();
+        renderMetricList();
+      }
+      if ((added || newKeys) && !$("pane-curves").hidden) renderCharts();
       if (stepsChanged) refreshStepSelect();
       $("live-status").textContent = `updated ${new Date().toLocaleTimeString()}`;
     } finally {
       polling = false;
     }
+  }
+
+  function pickDefaultMetrics() {
+    const names = allMetricNames();
+    for (const m of DEFAULT_METRICS) if (names.includes(m)) state.selected.add(m);
+    if (state.selected.size === 0) for (const m of names.slice(0, 4)) state.selected.add(m);
   }
 
   function allMetricNames() {
@@ -222,6 +234,7 @@
       const cb = el("input", { type: "checkbox", class: "metric-check", "data-metric": name,
         checked: state.selected.has(name), onchange: (ev) => {
           if (ev.target.checked) state.selected.add(name); else state.selected.delete(name);
+          state.userPicked = true;
           renderCharts();
         } });
       box.appendChild(el("label", { class: name.startsWith("val/") ? "val" : null, title: name }, cb, name));
@@ -835,9 +848,7 @@
     for (const id of ["traj-run", "val-run", "config-run"]) fillRunSelect($(id));
     renderRunList();
     await pollAll();
-    const names = allMetricNames();
-    for (const m of DEFAULT_METRICS) if (names.includes(m)) state.selected.add(m);
-    if (state.selected.size === 0) for (const m of names.slice(0, 4)) state.selected.add(m);
+    pickDefaultMetrics();
     renderMetricList();
     refreshStepSelect();
     showTab(location.hash.slice(1) || "curves");
