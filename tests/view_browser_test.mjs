@@ -307,8 +307,16 @@ async function main() {
   check(cols.map((x) => x.step).join() === valSteps.join(), `validation columns at steps ${cols.map((x) => x.step)}, dumps at ${valSteps}`);
   for (const col of cols) check(col.text.includes(question), `validation column at step ${col.step} lacks the prompt '${question}'`);
   check((await page.locator("#val-sample").textContent()).includes(question), "the validation sample does not show the prompt");
+  // Live: a new validation dump (the run validated again) adds a column to the open tab.
+  const lastVal = valSteps[valSteps.length - 1];
+  fs.copyFileSync(path.join(runDir, `trajectories/val_step_${String(lastVal).padStart(6, "0")}.jsonl`),
+                  path.join(runDir, "trajectories/val_step_000099.jsonl"));
+  await until(async () => (await page.locator("#val-cols .val-col").count()) === valSteps.length + 1, 10000,
+              "a column for the validation dump written while the tab was open");
+  check(await page.locator("#val-cols .val-col[data-step='99']").count() === 1, "the new validation column is not at step 99");
+  fs.rmSync(path.join(runDir, "trajectories/val_step_000099.jsonl"));
   noProblems("validation");
-  log(`validation: prompt 0 at steps ${valSteps}`);
+  log(`validation: prompt 0 at steps ${valSteps}, and a dump written while the tab was open`);
 
   // ---- config tab.
   await page.click("a.tab[data-tab='config']");

@@ -160,6 +160,8 @@
       const old = state.steps.get(run.id);
       const now = { train: ans.train || [], val: ans.val || [] };
       state.steps.set(run.id, now);
+      if (valState.loaded && Number($("val-run").value) === run.id && (!old || old.val.join() !== now.val.join()))
+        valState.stale = true;  // a new validation dump: the validation tab gains a column
       return !old || old.train.join() !== now.train.join() || old.val.join() !== now.val.join();
     } catch (e) {
       showError(key, e.message);
@@ -187,6 +189,10 @@
       }
       if ((added || newKeys) && !$("pane-curves").hidden) renderCharts();
       if (stepsChanged) refreshStepSelect();
+      if (valState.stale) {
+        valState.stale = false;
+        if ($("val-index").options.length === 0) await loadValIndex(); else await loadValCompare();
+      }
       $("live-status").textContent = `updated ${new Date().toLocaleTimeString()}`;
     } finally {
       polling = false;
@@ -731,7 +737,7 @@
 
   // ---------------------------------------------------------------- validation tab
 
-  const valState = { loaded: false, key: "" };
+  const valState = { loaded: false, key: "", stale: false };
 
   async function loadValIndex() {
     valState.loaded = true;
