@@ -3,7 +3,7 @@
 // tokens coloured by advantage, log-prob, learner-vs-engine gap or KL, ids on hover),
 // validation dumps across steps, the config and summary.
 //
-//   agentr1 view runs/default                      # then open http://127.0.0.1:6006/
+//   agentr1 view runs/default                      # then open http://127.0.0.1:6070/
 //   agentr1 view runs/grpo runs/ppo --port 8080    # two runs side by side
 //   agentr1 view runs/compare                      # a compare/benchmark dir opens as its runs
 //

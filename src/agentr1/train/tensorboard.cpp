@@ -143,9 +143,13 @@ void TensorBoardWriter::write_event(const std::string& event) {
     AGENTR1_CHECK(!ec, "tensorboard: cannot create '" << dir_ << "': " << ec.message());
     const long long secs = std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count();
-    const std::string path =
+    const std::string base =
         dir_ + "/events.out.tfevents." + std::to_string(secs) + "." + hostname() + "." + std::to_string(getpid());
-    file_ = std::fopen(path.c_str(), "wb");
+    // Never another writer's file: a second writer of this process in the same second
+    // gets a suffix (fopen's "x": fails if the file exists).
+    std::string path = base;
+    for (int k = 1; (file_ = std::fopen(path.c_str(), "wbx")) == nullptr && errno == EEXIST && k < 1000; ++k)
+      path = base + "." + std::to_string(k);
     AGENTR1_CHECK(file_ != nullptr, "tensorboard: cannot create '" << path << "': " << std::strerror(errno));
     path_ = path;
     std::string first = event_header(0);

@@ -6,7 +6,8 @@
 //   tb.text("trajectories/sample", step, markdown);  // TensorBoard's text plugin
 //   tb.flush();                                      // a live TensorBoard sees the step
 //
-// File: <dir>/events.out.tfevents.<unix seconds>.<hostname>.<pid>, a sequence of
+// File: <dir>/events.out.tfevents.<unix seconds>.<hostname>.<pid>[.<k> for a second file
+// of this process in the same second], a sequence of
 // TFRecords, each: uint64 length (little endian), uint32 masked CRC32C of those 8 bytes,
 // the data, uint32 masked CRC32C of the data. The data of each record is an Event
 // protobuf, encoded here by hand (field numbers of TensorFlow's event.proto,

@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sys/stat.h>
 #include <sstream>
 #include <unordered_map>
 
 #include "agentr1/core/config.h"
 #include "agentr1/core/error.h"
+#include "agentr1/core/log.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -110,18 +112,48 @@ class PieceCache {
   std::unordered_map<TokenId, std::string> cache_;
 };
 
+// The text each id completes (StreamDecoder), what flush() holds back added to the last
+// piece, so the pieces join to decode(ids). A decoder that cannot decode incrementally
+// returns its text only at flush(): most pieces come back empty, and each id decoded
+// alone is shown instead. Ids out of the vocabulary are shown as "<id N?>".
+json stream_pieces(const text::Tokenizer& tok, const TokenIds& ids, PieceCache& alone) {
+  json out = json::array();
+  if (ids.empty()) return out;
+  text::StreamDecoder dec(tok);
+  size_t empty = 0;
+  try {
+    for (TokenId id : ids) {
+      std::string p = dec.push(id);
+      empty += p.empty();
+      out.push_back(std::move(p));
+    }
+    std::string rest = dec.flush();
+    if (!rest.empty()) out.back() = out.back().get<std::string>() + rest;
+  } catch (const std::exception&) {
+    return alone.pieces(ids);
+  }
+  if (ids.size() >= 4 && 2 * empty > ids.size()) return alone.pieces(ids);
+  return out;
+}
+
 }  // namespace
 
 std::vector<RunEntry> discover_runs(const std::vector<std::string>& paths) {
   std::vector<RunEntry> out;
   for (const std::string& p : paths) {
     std::error_code ec;
-    AGENTR1_CHECK(fs::exists(p, ec), "view: run directory '" << p << "' does not exist; give the run's directory "
-                                                              "(trainer.output_dir, e.g. runs/default)");
-    AGENTR1_CHECK(fs::is_directory(p, ec), "view: '" << p << "' is not a directory; give a run directory");
     std::string clean = p;
     while (clean.size() > 1 && clean.back() == '/') clean.pop_back();
     const std::string name = fs::path(clean).filename().string();
+    const bool missing = !fs::exists(clean, ec);
+    AGENTR1_CHECK(missing || fs::is_directory(clean, ec), "view: '" << p << "' is not a directory; give a run directory");
+    if (missing || fs::is_empty(clean, ec)) {
+      AGENTR1_LOG(WARN) << "view: " << clean << (missing ? " does not exist yet" : " is empty")
+                        << ": shown as a run that has not written its files yet (they appear when it does; "
+                           "check the path if no run is starting there)";
+      out.push_back({name.empty() ? clean : name, clean});
+      continue;
+    }
     if (is_run(clean)) {
       out.push_back({name.empty() ? clean : name, clean});
       continue;
@@ -136,14 +168,21 @@ std::vector<RunEntry> discover_runs(const std::vector<std::string>& paths) {
   return out;
 }
 
-json read_metrics(const std::string& run_dir, uint64_t offset) {
-  json out = {{"records", json::array()}, {"next", offset}, {"skipped", 0}};
+json read_metrics(const std::string& run_dir, uint64_t offset, const std::string& file) {
+  json out = {{"records", json::array()}, {"next", offset}, {"file", file}, {"skipped", 0}};
   const std::string path = run_dir + "/metrics.jsonl";
   std::ifstream f(path, std::ios::binary);
   if (!f) return out;
+  // The identity of the file just opened (a rename over the path afterwards does not change
+  // what this read sees).
+  struct stat st {};
+  std::string id;
+  if (::stat(path.c_str(), &st) == 0)
+    id = std::to_string(static_cast<uint64_t>(st.st_dev)) + ":" + std::to_string(static_cast<uint64_t>(st.st_ino));
+  out["file"] = id;
   f.seekg(0, std::ios::end);
   const uint64_t size = static_cast<uint64_t>(f.tellg());
-  if (offset > size) {
+  if (offset > size || (!file.empty() && !id.empty() && file != id)) {
     offset = 0;
     out["reset"] = true;
   }
@@ -203,13 +242,13 @@ void annotate_trajectory(json& record, const text::Tokenizer* tokenizer) {
     st["prompt_rewritten"] = have_prev && carried < prev.size();
     if (cache) {
       try {
-        st["prompt_text"] = tokenizer->decode(prompt);
+        if (!st.contains("prompt_text")) st["prompt_text"] = tokenizer->decode(prompt);
         if (!st.contains("response_text")) st["response_text"] = tokenizer->decode(response);
       } catch (const std::exception& e) {
         st["decode_error"] = e.what();  // ids out of this tokenizer's vocabulary
       }
-      st["prompt_pieces"] = cache->pieces(prompt);
-      st["response_pieces"] = cache->pieces(response);
+      st["prompt_pieces"] = stream_pieces(*tokenizer, prompt, *cache);
+      st["response_pieces"] = stream_pieces(*tokenizer, response, *cache);
     }
     prev = prompt;
     prev.insert(prev.end(), response.begin(), response.end());

@@ -31,16 +31,20 @@ struct RunEntry {
 
 // A directory is a run when it has metrics.jsonl, summary.json, config.yaml or
 // trajectories/. A path that is not a run is searched (3 levels deep, names sorted) for
-// runs: a compare or benchmark directory opens as its runs. Throws Error naming the path
-// when it does not exist, is not a directory, or holds no run.
+// runs: a compare or benchmark directory opens as its runs. A path that does not exist
+// yet, or an empty directory, is a run that has not written its files yet (a viewer
+// started with its trainer; logged as a WARN). Throws Error naming the path when it is
+// not a directory, or holds no run but other files.
 std::vector<RunEntry> discover_runs(const std::vector<std::string>& paths);
 
 // metrics.jsonl from byte `offset` on: {"records": [one object per complete line],
-// "next": offset after the last complete line, "skipped": lines that were not JSON
-// objects}. A last line without its newline is being written: it is left for the next
-// call. A missing file gives no records and next = offset. An offset past the end of the
-// file (the run was restarted with --overwrite) reads from 0 and says "reset": true.
-json read_metrics(const std::string& run_dir, uint64_t offset);
+// "next": offset after the last complete line, "file": the file's identity (device and
+// inode), "skipped": lines that were not JSON objects}. A last line without its newline
+// is being written: it is left for the next call. A missing file gives no records and
+// next = offset. The file was replaced (--overwrite removes it, --resume cuts it by
+// renaming a new one over it) when `file` is given and differs from the file's identity,
+// or when offset is past its end: then it is read from 0 and the answer says "reset": true.
+json read_metrics(const std::string& run_dir, uint64_t offset, const std::string& file = "");
 
 // {"train": [steps with trajectories/step_N.jsonl], "val": [steps with val_step_N.jsonl]},
 // ascending. A missing trajectories/ gives two empty lists.
@@ -54,8 +58,11 @@ enum class DumpKind { Train, Val };
 //                       kept unchanged;
 //   "prompt_rewritten"  the prompt is not an extension of that concatenation (the
 //                       context policy dropped or changed earlier context);
-// and, with a tokenizer: "prompt_text" (decoded), "prompt_pieces" and "response_pieces"
-// (one string per id: that id decoded alone), and "response_text" where it is missing.
+// and, with a tokenizer: "prompt_text" and "response_text" (decoded) where the dump has
+// none, "prompt_pieces" and "response_pieces" (one string per id, joining to the decoded
+// text: the text each id completes, so a character split over byte tokens is carried by
+// the id that completes it and the ids before it have ""; for a decoder that cannot decode
+// incrementally, each id decoded alone).
 // Steps without prompt_ids/response_ids arrays are left as they are.
 void annotate_trajectory(json& record, const text::Tokenizer* tokenizer);
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include <httplib.h>
@@ -50,6 +51,28 @@ struct ViewServer::Impl {
   httplib::Server svr;
   std::atomic<bool> stop_requested{false};
 
+  std::mutex tokenizer_mu;  // run_tokenizer and tokenizers after start-up
+
+  // The run's tokenizer; a run that had none at start-up (a new run without a checkpoint
+  // yet) is looked at again, so its tokens are decoded once its files name one.
+  const text::Tokenizer* tokenizer_of(size_t run) {
+    std::lock_guard<std::mutex> lock(tokenizer_mu);
+    if (run_tokenizer[run] == nullptr && options.tokenizer_dir.empty()) {
+      const std::string dir = find_tokenizer_dir(runs[run].path);
+      if (!dir.empty()) {
+        try {
+          auto it = tokenizers.find(dir);
+          if (it == tokenizers.end()) it = tokenizers.emplace(dir, text::Tokenizer::load(dir)).first;
+          run_tokenizer[run] = &it->second;
+          AGENTR1_LOG(INFO) << "view: run " << runs[run].name << ": tokens decoded with " << dir;
+        } catch (const std::exception&) {
+          // not loadable (yet): ids it is
+        }
+      }
+    }
+    return run_tokenizer[run];
+  }
+
   size_t run_index(const httplib::Request& req) const {
     const int64_t id = int_param(req, "run");
     if (id < 0 || id >= static_cast<int64_t>(runs.size()))
@@ -76,7 +99,7 @@ struct ViewServer::Impl {
       res.set_header("Cache-Control", "no-store");
       res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
       if (status != 200) {
-        AGENTR1_LOG(WARN) << "view: " << req.path << " -> " << status << ": " << body["error"];
+        AGENTR1_LOG(WARN) << "view: " << req.path << " -> " << status << ": " << body["error"].get<std::string>();
       }
     });
   }
@@ -127,13 +150,14 @@ ViewServer::ViewServer(std::vector<RunEntry> runs, ViewOptions options) : impl_(
     json runs = json::array();
     for (size_t i = 0; i < m.runs.size(); ++i)
       runs.push_back({{"id", i}, {"name", m.runs[i].name}, {"path", m.runs[i].path},
-                      {"tokenizer", m.run_tokenizer[i] != nullptr}});
+                      {"tokenizer", m.tokenizer_of(i) != nullptr}});
     return json{{"runs", runs}};
   });
   m.route("/api/metrics", [&m](const httplib::Request& req) {
     const int64_t from = int_param(req, "from", 0);
     if (from < 0) throw HttpError(400, "query parameter 'from' must be >= 0, got " + std::to_string(from));
-    return read_metrics(m.runs[m.run_index(req)].path, static_cast<uint64_t>(from));
+    return read_metrics(m.runs[m.run_index(req)].path, static_cast<uint64_t>(from),
+                        req.has_param("file") ? req.get_param_value("file") : "");
   });
   m.route("/api/steps", [&m](const httplib::Request& req) { return list_steps(m.runs[m.run_index(req)].path); });
   m.route("/api/trajectories", [&m](const httplib::Request& req) {
@@ -144,7 +168,7 @@ ViewServer::ViewServer(std::vector<RunEntry> runs, ViewOptions options) : impl_(
       throw HttpError(400, "query parameter 'kind' must be train or val, got '" + kind + "'");
     try {
       return read_trajectories(m.runs[run].path, step, kind == "val" ? DumpKind::Val : DumpKind::Train,
-                               m.run_tokenizer[run]);
+                               m.tokenizer_of(run));
     } catch (const Error& e) {
       throw HttpError(404, e.what());
     }
@@ -153,16 +177,33 @@ ViewServer::ViewServer(std::vector<RunEntry> runs, ViewOptions options) : impl_(
     const size_t run = m.run_index(req);
     const int64_t index = int_param(req, "index", 0);
     try {
-      return val_compare(m.runs[run].path, index, m.run_tokenizer[run]);
+      return val_compare(m.runs[run].path, index, m.tokenizer_of(run));
     } catch (const Error& e) {
       throw HttpError(404, e.what());
     }
   });
   m.route("/api/config", [&m](const httplib::Request& req) { return read_config(m.runs[m.run_index(req)].path); });
   m.route("/api/summary", [&m](const httplib::Request& req) { return read_summary(m.runs[m.run_index(req)].path); });
+  // Neither handler may throw: httplib calls them outside its own try/catch. Paths are
+  // percent-decoded, so they may hold any bytes (invalid UTF-8 is replaced in the answer).
   m.svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/api/", 0) == 0 && res.status == 404 && res.body.empty())
-      res.set_content(json{{"error", "unknown route " + req.path}}.dump(), "application/json");
+    try {
+      if (req.path.rfind("/api/", 0) == 0 && res.status == 404 && res.body.empty())
+        res.set_content(json{{"error", "unknown route " + req.path}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                        "application/json");
+    } catch (...) {
+    }
+  });
+  m.svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    res.status = 500;
+    res.set_content(json{{"error", what}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
   });
 }
 

@@ -10,7 +10,8 @@
 // Routes (GET; JSON answers; errors are 4xx/5xx {"error": message}):
 //   /                 index.html, and the other files of static_dir (view.js, view.css)
 //   /api/runs         {"runs": [{"id", "name", "path", "tokenizer": bool}]}
-//   /api/metrics      ?run=ID&from=OFFSET   read_metrics (incremental: pass "next" back)
+//   /api/metrics      ?run=ID&from=OFFSET&file=ID   read_metrics (incremental: pass "next"
+//                                           and "file" back)
 //   /api/steps        ?run=ID               list_steps
 //   /api/trajectories ?run=ID&step=N&kind=train|val   read_trajectories
 //   /api/val_compare  ?run=ID&index=I       val_compare
@@ -28,7 +29,8 @@ namespace agentr1::view {
 
 struct ViewOptions {
   std::string host = "127.0.0.1";  // 0.0.0.0 shows the runs to the network
-  int port = 6006;                 // 0 = a free port chosen by the system
+  int port = 6070;                 // 0 = a free port chosen by the system (6006 is
+                                   // TensorBoard's, so both can run)
   std::string static_dir;          // index.html, view.js, view.css
   std::string tokenizer_dir;       // one tokenizer for every run; "" = each run's own
                                    // (find_tokenizer_dir), or none
@@ -39,7 +41,8 @@ class ViewServer {
  public:
   // Loads the runs' tokenizers (one load per directory). Throws Error when static_dir
   // has no index.html, or when options.tokenizer_dir does not load; a run whose own
-  // tokenizer does not load is served without one (a WARN names it).
+  // tokenizer does not load is served without one (a WARN names it), and looked at again
+  // on later requests.
   ViewServer(std::vector<RunEntry> runs, ViewOptions options);
   ~ViewServer();
   ViewServer(const ViewServer&) = delete;

@@ -121,6 +121,48 @@ TEST(ViewRunReader, PiecesAreEachIdDecodedByTheRunsTokenizer) {
   EXPECT_EQ(st["response_text"], " world<|im_end|>");
 }
 
+TEST(ViewRunReader, ACharacterSplitOverByteTokensIsCarriedByTheTokenThatCompletesIt) {
+  if (!fs::exists(qwen3_dir() + "/tokenizer.json")) GTEST_SKIP() << "test references not installed";
+  const agentr1::text::Tokenizer tok = agentr1::text::Tokenizer::load(qwen3_dir());
+  // HF tokenizers (Qwen3): "🤗 猫𝄞 ok" -> these 7 ids; 猫 and 𝄞 are split over byte tokens,
+  // each of which decodes alone to U+FFFD.
+  const std::string text = "\xF0\x9F\xA4\x97 \xE7\x8C\xAB\xF0\x9D\x84\x9E ok";
+  json rec = json::parse(R"({"steps":[{"prompt_ids":[9707],"response_ids":[144834,10236,234,104,124596,252,5394]}]})");
+  annotate_trajectory(rec, &tok);
+  const json& pieces = rec["steps"][0]["response_pieces"];
+  ASSERT_EQ(pieces.size(), 7u);
+  std::string joined;
+  for (const json& p : pieces) {
+    joined += p.get<std::string>();
+    EXPECT_EQ(p.get<std::string>().find("\xEF\xBF\xBD"), std::string::npos) << pieces.dump();  // no U+FFFD
+  }
+  EXPECT_EQ(joined, text);
+  EXPECT_EQ(pieces[0], "\xF0\x9F\xA4\x97");
+  EXPECT_EQ(pieces[6], " ok");
+}
+
+TEST(ViewRunReader, AReplacedMetricsFileIsReadFromTheStart) {
+  TempDir d;
+  write(d.file("metrics.jsonl"), "{\"step\":1,\"a\":1}\n{\"step\":2,\"a\":2}\n");
+  const json m = read_metrics(d.str(), 0);
+  ASSERT_EQ(m["records"].size(), 2u);
+  const std::string id = m["file"];
+  EXPECT_FALSE(id.empty());
+  // --resume cuts the file by renaming a new one over it; the new run then logs on. The
+  // new file is longer than the old offset, so only its identity tells.
+  write(d.file("metrics.new"), "{\"step\":1,\"a\":1}\n{\"step\":2,\"a\":5}\n{\"step\":3,\"a\":6}\n");
+  fs::rename(d.file("metrics.new"), d.file("metrics.jsonl"));
+  const json r = read_metrics(d.str(), m["next"].get<uint64_t>(), id);
+  EXPECT_TRUE(r.value("reset", false));
+  ASSERT_EQ(r["records"].size(), 3u);
+  EXPECT_EQ(r["records"][1]["a"], 5);
+  EXPECT_NE(r["file"], id);
+  // The same file: no reset.
+  const json again = read_metrics(d.str(), r["next"].get<uint64_t>(), r["file"]);
+  EXPECT_FALSE(again.value("reset", false));
+  EXPECT_TRUE(again["records"].empty());
+}
+
 TEST(ViewRunReader, TrajectoriesAndValidationAcrossSteps) {
   TempDir d;
   write(d.file("trajectories/step_000001.jsonl"),
@@ -167,8 +209,15 @@ TEST(ViewRunReader, DiscoverOpensCompareDirectoriesAsTheirRuns) {
   write(d.file("nothing/readme.txt"), "");
   std::string err = error_of([&] { discover_runs({d.file("nothing")}); });
   EXPECT_NE(err.find("holds no run"), std::string::npos) << err;
-  err = error_of([&] { discover_runs({d.file("missing")}); });
-  EXPECT_NE(err.find("does not exist"), std::string::npos) << err;
+  write(d.file("a_file"), "");
+  err = error_of([&] { discover_runs({d.file("a_file")}); });
+  EXPECT_NE(err.find("is not a directory"), std::string::npos) << err;
+  // A run that has not written its files yet (the viewer started with its trainer).
+  fs::create_directories(d.file("empty"));
+  runs = discover_runs({d.file("not_yet"), d.file("empty")});
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].name, "not_yet");
+  EXPECT_EQ(runs[1].name, "empty");
 }
 
 TEST(ViewRunReader, TokenizerComesFromTheNewestCheckpointThenModelPath) {
@@ -228,6 +277,12 @@ TEST(ViewServer, RoutesAnswerJsonAndErrorsNameTheProblem) {
             std::string::npos);
   EXPECT_NE(get("/api/val_compare?run=0", 404)["error"].get<std::string>().find("no validation dumps"),
             std::string::npos);
+  EXPECT_NE(get("/api/nothing", 404)["error"].get<std::string>().find("unknown route"), std::string::npos);
+  // Percent-decoded bytes that are not UTF-8, in the path and in a value: an error
+  // answer, and the server keeps serving.
+  EXPECT_EQ(get("/api/%ff", 404)["error"].get<std::string>().find("unknown route"), 0u);
+  EXPECT_NE(get("/api/metrics?run=%ff", 400)["error"].get<std::string>().find("must be an integer"), std::string::npos);
+  EXPECT_EQ(get("/api/steps?run=0", 200)["train"], json::parse("[1]"));
   server.stop();
   t.join();
 }

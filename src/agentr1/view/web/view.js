@@ -123,10 +123,11 @@
     const m = state.metrics.get(run.id);
     const key = `metrics-${run.id}`;
     try {
-      const ans = await api(`/api/metrics?${q({ run: run.id, from: m.next })}`);
+      const ans = await api(`/api/metrics?${q({ run: run.id, from: m.next, file: m.file || "" })}`);
       showError(key, null);
       let added = 0, newKeys = false;
-      if (ans.reset) {  // metrics.jsonl shrank: the run was restarted; read it anew
+      if (typeof ans.file === "string") m.file = ans.file;
+      if (ans.reset) {  // metrics.jsonl was replaced (--overwrite, --resume): read it anew
         m.series = new Map();
         added = 1;
       }
@@ -533,7 +534,9 @@
       step.truncated ? el("span", { class: "badge warn" }, "truncated") : "",
       step.prompt_rewritten ? el("span", { class: "badge rewritten",
         title: "the context policy dropped or changed earlier context: this prompt is not the previous prompt + response" },
-        "context rewritten") : "");
+        "context rewritten") : "",
+      step.decode_error ? el("span", { class: "badge warn", title: String(step.decode_error) },
+        "not decodable with this tokenizer (pass --tokenizer)") : "");
     const box = el("div", { class: "tstep", "data-turn": index });
     box.appendChild(meta);
     const prompt = el("div", { class: "prompt tokens" + (step.prompt_rewritten ? " rewritten" : "") });
@@ -667,7 +670,7 @@
     clear(sel);
     const groups = new Map();
     for (const t of trajState.trajs) {
-      const g = t.group ?? t.uid ?? "";
+      const g = String(t.group ?? t.uid ?? "");
       if (!groups.has(g)) groups.set(g, []);
       groups.get(g).push(t);
     }
@@ -693,7 +696,7 @@
     const rmin = numOrNull("f-reward-min"), rmax = numOrNull("f-reward-max");
     const lmin = numOrNull("f-len-min"), lmax = numOrNull("f-len-max");
     const succ = $("f-success").value, trunc = $("f-trunc").value;
-    const inGroup = trajState.trajs.filter((t) => group === "*" || (t.group ?? t.uid ?? "") === group);
+    const inGroup = trajState.trajs.filter((t) => group === "*" || String(t.group ?? t.uid ?? "") === group);
     const shown = inGroup.filter((t) => {
       const r = trajReward(t), len = trajLength(t), m = trajMetrics(t);
       if (rmin !== null && !(r !== null && r >= rmin)) return false;
@@ -757,7 +760,7 @@
         const msgs = (t.sample && t.sample.prompt) || [];
         const user = [...msgs].reverse().find((m) => m.role === "user") || msgs[msgs.length - 1];
         const text = user && typeof user.content === "string" ? user.content : (t.uid || "");
-        sel.appendChild(el("option", { value: i }, `${i}: ${text.slice(0, 90)}`));
+        sel.appendChild(el("option", { value: i }, `${i}: ${String(text).slice(0, 90)}`));
       });
       await loadValCompare();
     } catch (e) {
@@ -848,7 +851,7 @@
     if (state.runs.length === 0)
       $("charts").appendChild(el("div", { class: "empty" }, "The server lists no runs."));
     for (const run of state.runs) {
-      state.metrics.set(run.id, { next: 0, series: new Map() });
+      state.metrics.set(run.id, { next: 0, file: "", series: new Map() });
       if (state.shown.size < PALETTE.length) state.shown.add(run.id);
     }
     for (const id of ["traj-run", "val-run", "config-run"]) fillRunSelect($(id));
