@@ -355,6 +355,21 @@ async function main() {
     Number(await freshCurve.getAttribute("data-points")) === wantPoints, 10000,
     `the default metric ${METRIC} drawn with ${wantPoints} points once the first lines arrive`);
   log(`fresh run: ${METRIC} appeared with ${wantPoints} points after the page was opened`);
+
+  // ---- a malformed dump record is shown as such; the rest of the dump still renders.
+  const page2Errors = [];
+  page2.on("pageerror", (e) => page2Errors.push(e.message));
+  fs.mkdirSync(path.join(freshDir, "trajectories"));
+  const good = fs.readFileSync(path.join(runDir, "trajectories/step_000001.jsonl"), "utf8").split("\n")[0];
+  fs.writeFileSync(path.join(freshDir, "trajectories/step_000001.jsonl"),
+    good + "\n" + JSON.stringify({ uid: "bad", group: JSON.parse(good).group, steps: [null, { prompt_ids: "x" }] }) + "\n");
+  await page2.click("a.tab[data-tab='traj']");
+  await until(async () => (await page2.locator("#traj-list div.traj").count()) === 2, 10000,
+              "the good and the malformed record of a dump");
+  check(await page2.locator("#traj-list .badge.malformed").count() === 1, "the malformed record is not marked");
+  check(await page2.locator("#traj-list span.tok").count() > 0, "the good record's tokens are not drawn");
+  check(page2Errors.length === 0, `page errors on a malformed record: ${page2Errors.join("; ")}`);
+  log("a malformed dump record is marked, the others drawn");
 }
 
 let code = 0;

@@ -500,6 +500,28 @@
   }
 
   // The largest |value| of quantity `by` over the given trajectories (the colour scale).
+  // A dump record as the page can draw it: steps a list of objects whose id and value
+  // columns are lists (a malformed record keeps what is usable and says what was not).
+  function sanitize(t) {
+    if (!t || typeof t !== "object" || Array.isArray(t)) t = { malformed: `not an object: ${JSON.stringify(t)}` };
+    const problems = [];
+    if (!Array.isArray(t.steps)) {
+      if (t.steps !== undefined) problems.push("steps is not a list");
+      t.steps = [];
+    }
+    t.steps = t.steps.filter((s, i) => {
+      const ok = s && typeof s === "object" && !Array.isArray(s);
+      if (!ok) problems.push(`step ${i} is not an object`);
+      return ok;
+    });
+    for (const s of t.steps)
+      for (const k of ["prompt_ids", "response_ids", "response_logprobs", "prompt_pieces", "response_pieces"])
+        if (s[k] !== undefined && !Array.isArray(s[k])) { problems.push(`${k} is not a list`); delete s[k]; }
+    if (t.metrics !== undefined && (typeof t.metrics !== "object" || t.metrics === null)) delete t.metrics;
+    if (problems.length) t.malformed = (t.malformed ? t.malformed + "; " : "") + problems.join("; ");
+    return t;
+  }
+
   function scaleOf(trajs, by) {
     let m = 0;
     for (const t of trajs) for (const s of t.steps || []) {
@@ -602,6 +624,7 @@
         m.success ? "success" : "fail") : "",
       trajTruncated(t) ? el("span", { class: "badge warn" }, "truncated") : "",
       t.excluded ? el("span", { class: "badge warn", title: "left out of training" }, `excluded: ${t.excluded}`) : "",
+      t.malformed ? el("span", { class: "badge bad malformed", title: String(t.malformed) }, `malformed record: ${t.malformed}`) : "",
       t.infra_failure ? el("span", { class: "badge bad" }, `infra failure: ${typeof t.infra_failure === "string" ? t.infra_failure : "yes"}`) : "");
     const box = el("div", { class: "traj", "data-uid": t.uid || "", "data-group": t.group || "" }, head);
     (t.steps || []).forEach((s, i) => box.appendChild(renderStep(s, i, by, scale, opts || {})));
@@ -653,7 +676,7 @@
       const ans = await api(`/api/trajectories?${q({ run, step, kind })}`);
       if (trajState.key !== key) return;
       showError("traj", null);
-      trajState.trajs = ans.trajectories || [];
+      trajState.trajs = (ans.trajectories || []).map(sanitize);
       fillGroups();
       renderTrajList();
     } catch (e) {
@@ -698,7 +721,12 @@
     const succ = $("f-success").value, trunc = $("f-trunc").value;
     const inGroup = trajState.trajs.filter((t) => group === "*" || String(t.group ?? t.uid ?? "") === group);
     const shown = inGroup.filter((t) => {
-      const r = trajReward(t), len = trajLength(t), m = trajMetrics(t);
+      let r, len, m;
+      try {
+        r = trajReward(t); len = trajLength(t); m = trajMetrics(t);
+      } catch (e) {
+        return true;  // a malformed record: shown as such below, not hidden
+      }
       if (rmin !== null && !(r !== null && r >= rmin)) return false;
       if (rmax !== null && !(r !== null && r <= rmax)) return false;
       if (lmin !== null && len < lmin) return false;
@@ -718,7 +746,14 @@
     let done = 0;
     const more = () => {
       const frag = document.createDocumentFragment();
-      for (const t of shown.slice(done, done + PAGE)) frag.appendChild(renderTrajectory(t, by, scale));
+      for (const t of shown.slice(done, done + PAGE)) {
+        try {
+          frag.appendChild(renderTrajectory(t, by, scale));
+        } catch (e) {  // one malformed record does not blank the list
+          frag.appendChild(el("div", { class: "traj empty" },
+            `A record of this dump could not be shown (${e.message}): ${JSON.stringify(t).slice(0, 200)}`));
+        }
+      }
       done = Math.min(shown.length, done + PAGE);
       list.appendChild(frag);
       if (done < shown.length)
@@ -786,6 +821,7 @@
           typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
       if (s.reward_model) sample.appendChild(el("div", { class: "msg muted" },
         `reward model: ${JSON.stringify(s.reward_model)}`));
+      for (const x of ans.steps || []) x.trajectory = sanitize(x.trajectory);
       const trajs = (ans.steps || []).map((x) => x.trajectory);
       const by = "logprob";
       const scale = scaleOf(trajs, by);
