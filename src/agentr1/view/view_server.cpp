@@ -1,6 +1,7 @@
 #include "agentr1/view/view_server.h"
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -42,6 +43,20 @@ int64_t int_param(const httplib::Request& req, const char* name, std::optional<i
 }
 
 }  // namespace
+
+bool host_allowed(const std::string& host_header, const std::string& bound_host) {
+  if (bound_host == "0.0.0.0" || bound_host == "::") return true;
+  if (host_header.empty()) return true;  // HTTP/1.0 clients send none; browsers always do
+  std::string h = host_header;
+  if (!h.empty() && h.front() == '[') {  // [::1]:6070
+    const size_t close = h.find(']');
+    h = close == std::string::npos ? h : h.substr(1, close - 1);
+  } else if (const size_t colon = h.rfind(':'); colon != std::string::npos) {
+    h = h.substr(0, colon);
+  }
+  for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return h == "127.0.0.1" || h == "localhost" || h == "::1" || h == bound_host;
+}
 
 struct ViewServer::Impl {
   std::vector<RunEntry> runs;
@@ -137,14 +152,28 @@ ViewServer::ViewServer(std::vector<RunEntry> runs, ViewOptions options) : impl_(
         }
       } else {
         AGENTR1_LOG(WARN) << "view: run " << r.name
-                          << " has no tokenizer (no checkpoint with a tokenizer.json, and config.yaml's model.path "
-                             "is not a local directory with one), so tokens show as ids; pass --tokenizer DIR";
+                          << " has no tokenizer yet (no checkpoint with a tokenizer.json, and config.yaml's model.path "
+                             "is not a local directory with one): tokens show as ids until it has one, or pass "
+                             "--tokenizer DIR";
       }
       m.run_tokenizer.push_back(t);
     }
   }
 
   m.svr.new_task_queue = [n = o.threads] { return new httplib::ThreadPool(static_cast<size_t>(n)); };
+  // DNS rebinding: a web page from elsewhere whose name is made to resolve to 127.0.0.1
+  // reaches this server with its own name in Host. Only the loopback names and the bound
+  // host are answered (any Host when bound to all interfaces: the user chose to expose it).
+  m.svr.set_pre_routing_handler([&m](const httplib::Request& req, httplib::Response& res) {
+    if (host_allowed(req.get_header_value("Host"), m.options.host)) return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 403;
+    res.set_content(json{{"error", "Host '" + req.get_header_value("Host") +
+                                       "' is not this server's address (a guard against DNS rebinding); open "
+                                       "http://127.0.0.1:PORT/ or http://localhost:PORT/, or start with --host"}}
+                        .dump(-1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   AGENTR1_CHECK(m.svr.set_mount_point("/", o.static_dir), "view: cannot serve files from " << o.static_dir);
   m.route("/api/runs", [&m](const httplib::Request&) {
     json runs = json::array();

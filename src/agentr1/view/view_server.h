@@ -7,7 +7,8 @@
 //   int port = server.bind();                 // throws Error if the address is taken
 //   std::thread t([&] { server.serve(); });   // blocks until stop()
 //
-// Routes (GET; JSON answers; errors are 4xx/5xx {"error": message}):
+// Routes (GET; JSON answers; errors are 4xx/5xx {"error": message}; a request whose Host
+// is not this server's address is refused with 403, see host_allowed):
 //   /                 index.html, and the other files of static_dir (view.js, view.css)
 //   /api/runs         {"runs": [{"id", "name", "path", "tokenizer": bool}]}
 //   /api/metrics      ?run=ID&from=OFFSET&file=ID   read_metrics (incremental: pass "next"
@@ -36,6 +37,11 @@ struct ViewOptions {
                                    // (find_tokenizer_dir), or none
   int threads = 4;                 // HTTP worker threads
 };
+
+// Whether a request's Host header names this server (the guard against DNS rebinding):
+// 127.0.0.1, localhost, ::1 or the bound host, with any port; any Host when bound to all
+// interfaces (0.0.0.0, ::); a request without Host (HTTP/1.0) is answered.
+bool host_allowed(const std::string& host_header, const std::string& bound_host);
 
 class ViewServer {
  public:

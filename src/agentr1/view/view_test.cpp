@@ -287,6 +287,41 @@ TEST(ViewServer, RoutesAnswerJsonAndErrorsNameTheProblem) {
   t.join();
 }
 
+TEST(ViewServer, OnlyItsOwnHostNamesAreAnswered) {
+  EXPECT_TRUE(host_allowed("127.0.0.1:6070", "127.0.0.1"));
+  EXPECT_TRUE(host_allowed("localhost:8080", "127.0.0.1"));  // ssh -L 8080:127.0.0.1:6070
+  EXPECT_TRUE(host_allowed("LocalHost", "127.0.0.1"));
+  EXPECT_TRUE(host_allowed("[::1]:6070", "127.0.0.1"));
+  EXPECT_TRUE(host_allowed("", "127.0.0.1"));
+  EXPECT_TRUE(host_allowed("10.0.0.5:6070", "10.0.0.5"));
+  EXPECT_TRUE(host_allowed("trainer.lab:6070", "0.0.0.0"));
+  EXPECT_FALSE(host_allowed("evil.example:6070", "127.0.0.1"));
+  EXPECT_FALSE(host_allowed("127.0.0.1.evil.example", "127.0.0.1"));
+  EXPECT_FALSE(host_allowed("[::2]:6070", "127.0.0.1"));
+
+  TempDir d;
+  write(d.file("web/index.html"), "<html>viewer</html>");
+  write(d.file("run/metrics.jsonl"), "{\"step\":1,\"x\":2}\n");
+  ViewOptions o;
+  o.port = 0;
+  o.static_dir = d.file("web");
+  ViewServer server(discover_runs({d.file("run")}), o);
+  const int port = server.bind();
+  std::thread t([&] { server.serve(); });
+  httplib::Client c("127.0.0.1", port);
+  auto ok = c.Get("/api/runs");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  for (const char* path : {"/api/runs", "/"}) {
+    auto r = c.Get(path, {{"Host", "evil.example:" + std::to_string(port)}});
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 403) << path;
+    EXPECT_NE(r->body.find("DNS rebinding"), std::string::npos) << r->body;
+  }
+  server.stop();
+  t.join();
+}
+
 TEST(ViewServer, RefusesToStartWithoutThePage) {
   TempDir d;
   write(d.file("run/metrics.jsonl"), "");
