@@ -14,6 +14,7 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
+#include "agentr1/serve/http_listen.h"
 #include "agentr1/serve/sglang_api.h"
 
 namespace agentr1::serve {
@@ -449,37 +450,9 @@ OpenAIServer::OpenAIServer(Generator& generator, ServedModel model, ServerOption
 
 OpenAIServer::~OpenAIServer() = default;
 
-int OpenAIServer::bind() {
-  const ServerOptions& o = impl_->opt;
-  if (o.port == 0) {
-    const int port = impl_->svr.bind_to_any_port(o.host);
-    AGENTR1_CHECK(port > 0, "serve: cannot bind a free port on host '" << o.host << "'; check --host");
-    return port;
-  }
-  AGENTR1_CHECK(impl_->svr.bind_to_port(o.host, o.port),
-                "serve: cannot bind " << o.host << ":" << o.port
-                                      << " (in use, or not an address of this machine); choose another --port "
-                                         "(0 = any free one) or --host");
-  return o.port;
-}
+int OpenAIServer::bind() { return bind_http(impl_->svr, impl_->opt.host, impl_->opt.port, "serve"); }
 
-void OpenAIServer::serve() {
-  // httplib's stop() is a no-op before the listen loop runs and must not be repeated,
-  // so stop() only raises a flag and this watcher stops the loop once it runs.
-  std::atomic<bool> done{false};
-  std::thread watcher([&] {
-    while (!done) {
-      if (impl_->stop_requested && impl_->svr.is_running()) {
-        impl_->svr.stop();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  impl_->svr.listen_after_bind();
-  done = true;
-  watcher.join();
-}
+void OpenAIServer::serve() { listen_until(impl_->svr, impl_->stop_requested); }
 
 void OpenAIServer::stop() { impl_->stop_requested = true; }
 

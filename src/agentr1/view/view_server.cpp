@@ -2,16 +2,15 @@
 
 #include <atomic>
 #include <cctype>
-#include <chrono>
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include <httplib.h>
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
+#include "agentr1/serve/http_listen.h"
 #include "agentr1/text/tokenizer/tokenizer.h"
 
 namespace agentr1::view {
@@ -238,37 +237,9 @@ ViewServer::ViewServer(std::vector<RunEntry> runs, ViewOptions options) : impl_(
 
 ViewServer::~ViewServer() = default;
 
-int ViewServer::bind() {
-  const ViewOptions& o = impl_->options;
-  if (o.port == 0) {
-    const int port = impl_->svr.bind_to_any_port(o.host);
-    AGENTR1_CHECK(port > 0, "view: cannot bind a free port on host '" << o.host << "'; check --host");
-    return port;
-  }
-  AGENTR1_CHECK(impl_->svr.bind_to_port(o.host, o.port),
-                "view: cannot bind " << o.host << ":" << o.port
-                                     << " (in use, or not an address of this machine); choose another --port (0 = "
-                                        "any free one) or --host");
-  return o.port;
-}
+int ViewServer::bind() { return serve::bind_http(impl_->svr, impl_->options.host, impl_->options.port, "view"); }
 
-void ViewServer::serve() {
-  // As in serve/openai_server.cpp: httplib's stop() is a no-op before its loop runs, so
-  // stop() raises a flag that this watcher turns into svr.stop() once it does.
-  std::atomic<bool> done{false};
-  std::thread watcher([&] {
-    while (!done) {
-      if (impl_->stop_requested && impl_->svr.is_running()) {
-        impl_->svr.stop();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  impl_->svr.listen_after_bind();
-  done = true;
-  watcher.join();
-}
+void ViewServer::serve() { serve::listen_until(impl_->svr, impl_->stop_requested); }
 
 void ViewServer::stop() { impl_->stop_requested = true; }
 

