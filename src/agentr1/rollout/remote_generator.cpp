@@ -14,25 +14,35 @@
 #include <unordered_map>
 
 #include "agentr1/core/error.h"
+#include "agentr1/core/http_client.h"
 #include "agentr1/core/log.h"
-#include "agentr1/rollout/remote_http.h"
 
 namespace agentr1::rollout {
 namespace {
 
-using remote::body_message;
-using remote::field_of;
-using remote::float_for_wire;
-using remote::http_call;
-using remote::make_client;
-using remote::malformed;
-using remote::parse_body;
-using remote::Reply;
-using remote::snippet;
+using http::body_message;
+using http::field_of;
+using http::float_for_wire;
+using http::http_call;
+using http::make_client;
+using http::malformed;
+using http::parse_body;
+using http::Reply;
+using http::snippet;
 
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kAffinityEntries = 1 << 16;  // keys remembered (oldest forgotten first)
+
+// The HTTP policy of RemoteOptions (peer "remote engine", keys "rollout.remote.").
+http::HttpPolicy http_policy(const RemoteOptions& o) {
+  http::HttpPolicy p;
+  p.timeout_s = o.timeout_s;
+  p.retries = o.retries;
+  p.backoff_s = o.backoff_s;
+  p.api_key = o.api_key;
+  return p;
+}
 
 // A stop token the server did not return is appended (see the header).
 void append_missing_stop(GenResult& r, TokenId stop, bool* unknown_logprob) {
@@ -294,7 +304,7 @@ struct RemoteGenerator::Impl {
     const std::string path = api == RemoteApi::kOpenAI ? "/v1/completions" : "/generate";
     const std::string what = "POST " + path;
     const Reply rep =
-        http_call(cli, url, remote::http_policy(opts), "POST", path, request_body(req, server.unsigned_seed).dump(), retries);
+        http_call(cli, url, http_policy(opts), "POST", path, request_body(req, server.unsigned_seed).dump(), retries);
     if (rep.status >= 400)
       throw Error("remote engine " + url + ": " + what + " was refused with HTTP " + std::to_string(rep.status) +
                   " (not retried): " + body_message(rep.body));
@@ -329,7 +339,7 @@ struct RemoteGenerator::Impl {
   }
 
   void worker(Server* s) {
-    std::unique_ptr<httplib::Client> cli = make_client(s->url, remote::http_policy(opts));
+    std::unique_ptr<httplib::Client> cli = make_client(s->url, http_policy(opts));
     for (;;) {
       std::unique_ptr<Job> job;
       {
@@ -363,10 +373,10 @@ struct RemoteGenerator::Impl {
   // GET /v1/models (openai) or /health (sglang) on every server; learns the model name.
   void check_servers() {
     for (const auto& s : servers) {
-      auto cli = make_client(s->url, remote::http_policy(opts));
+      auto cli = make_client(s->url, http_policy(opts));
       const std::string path = api == RemoteApi::kOpenAI ? "/v1/models" : "/health";
       const Reply rep = with_context("checking the server at start (rollout.remote.urls)", [&] {
-        return http_call(*cli, s->url, remote::http_policy(opts), "GET", path, "", retries);
+        return http_call(*cli, s->url, http_policy(opts), "GET", path, "", retries);
       });
       AGENTR1_CHECK(rep.status < 400, "remote engine " << s->url << ": GET " << path << " answered HTTP "
                                                        << rep.status << ": " << body_message(rep.body)
@@ -472,8 +482,8 @@ void RemoteGenerator::update_weights(const std::string& model_path, int64_t poli
   for (const auto& s : impl_->servers) {
     calls.push_back(std::async(std::launch::async, [&, url = s->url]() -> std::string {
       try {
-        auto cli = make_client(url, remote::http_policy(impl_->opts));
-        const Reply rep = http_call(*cli, url, remote::http_policy(impl_->opts), "POST", "/update_weights_from_disk", payload,
+        auto cli = make_client(url, http_policy(impl_->opts));
+        const Reply rep = http_call(*cli, url, http_policy(impl_->opts), "POST", "/update_weights_from_disk", payload,
                                     impl_->retries);
         const json j = json::parse(rep.body, nullptr, false);
         const std::string msg = body_message(rep.body);

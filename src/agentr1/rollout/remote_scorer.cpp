@@ -10,13 +10,13 @@
 #include <thread>
 
 #include "agentr1/core/error.h"
-#include "agentr1/rollout/remote_http.h"
+#include "agentr1/core/http_client.h"
 
 namespace agentr1::rollout {
 namespace {
 
-using remote::field_of;
-using remote::malformed;
+using http::field_of;
+using http::malformed;
 
 constexpr const char* kPath = "/v1/completions";
 
@@ -111,7 +111,7 @@ PromptScores parse_prompt_logprobs(const json& entries, const TokenIds& ids, int
 
 struct RemoteScorer::Impl {
   RemoteScorerOptions opts;
-  remote::HttpPolicy http;
+  http::HttpPolicy policy;
   std::string model;
   mutable std::atomic<int64_t> retries{0};
 
@@ -124,13 +124,13 @@ struct RemoteScorer::Impl {
                     {"temperature", temperature}, {"prompt_logprobs", topk}, {"n", 1},
                     {"seed", 0}};
     const std::string what = std::string("POST ") + kPath;
-    auto cli = remote::make_client(opts.url, http);
-    const remote::Reply rep = remote::http_call(*cli, opts.url, http, "POST", kPath, body.dump(), retries);
+    auto cli = http::make_client(opts.url, policy);
+    const http::Reply rep = http::http_call(*cli, opts.url, policy, "POST", kPath, body.dump(), retries);
     if (rep.status >= 400)
-      throw Error(http.peer + " " + opts.url + ": " + what + " (prompt_logprobs) was refused with HTTP " +
-                  std::to_string(rep.status) + " (not retried): " + remote::body_message(rep.body));
-    const json j = remote::parse_body(rep, opts.url, what, http.peer);
-    with_context(http.peer + " " + opts.url + ": " + what, [&] {
+      throw Error(policy.peer + " " + opts.url + ": " + what + " (prompt_logprobs) was refused with HTTP " +
+                  std::to_string(rep.status) + " (not retried): " + http::body_message(rep.body));
+    const json j = http::parse_body(rep, opts.url, what, policy.peer);
+    with_context(policy.peer + " " + opts.url + ": " + what, [&] {
       const json& choices = field_of(j, "choices", "choices");
       if (!choices.is_array() || choices.size() != to - from)
         malformed("choices", "must be a list of one choice per prompt (" + std::to_string(to - from) + ")",
@@ -162,18 +162,18 @@ RemoteScorer::RemoteScorer(RemoteScorerOptions o, std::string keys) : impl_(std:
   o.validate(keys);
   impl_->opts = std::move(o);
   const RemoteScorerOptions& opts = impl_->opts;
-  remote::HttpPolicy& h = impl_->http;
+  http::HttpPolicy& h = impl_->policy;
   h.timeout_s = opts.timeout_s;
   h.retries = opts.retries;
   h.backoff_s = opts.backoff_s;
   h.api_key = opts.api_key;
   h.peer = "remote teacher";
   h.keys = keys;
-  auto cli = remote::make_client(opts.url, h);
-  const remote::Reply rep = remote::http_call(*cli, opts.url, h, "GET", "/v1/models", "", impl_->retries);
+  auto cli = http::make_client(opts.url, h);
+  const http::Reply rep = http::http_call(*cli, opts.url, h, "GET", "/v1/models", "", impl_->retries);
   AGENTR1_CHECK(rep.status < 400, h.peer << " " << opts.url << ": GET /v1/models answered HTTP " << rep.status
-                                         << ": " << remote::body_message(rep.body));
-  const json body = remote::parse_body(rep, opts.url, "GET /v1/models", h.peer);
+                                         << ": " << http::body_message(rep.body));
+  const json body = http::parse_body(rep, opts.url, "GET /v1/models", h.peer);
   std::vector<std::string> ids;
   with_context(h.peer + " " + opts.url + ": GET /v1/models", [&] {
     const json& data = field_of(body, "data", "data");

@@ -25,7 +25,7 @@
 //
 // Requests: sequences go in chunks of at most max_prompts_per_request sequences and
 // max_tokens_per_request tokens (a longer sequence goes alone), max_inflight chunks at
-// once. Failures: as RemoteGenerator's (remote_http.h): connection failures, timeouts
+// once. Failures: as RemoteGenerator's (core/http_client.h): connection failures, timeouts
 // and 5xx are retried, then an Error naming the URL and the request; a 4xx is an Error
 // with the server's message; a malformed response (no prompt_logprobs, a wrong length,
 // the actual token absent from an entry, fewer than k entries) an Error naming the field.

@@ -1,9 +1,10 @@
-// agentr1/rollout/remote_http.h — the HTTP plumbing of the remote clients (internal to
-// agentr1_rollout_remote): RemoteGenerator (remote_generator.h) and RemoteScorer
-// (remote_scorer.h) share it, so both retry, time out and word their errors alike.
+// agentr1/core/http_client.h — the HTTP client plumbing every remote caller shares
+// (rollout's RemoteGenerator and RemoteScorer, tasks' RewardService), so all retry, time
+// out and word their errors alike.
 //
-//   HttpPolicy p = http_policy(remote_options);     // or fill one: peer and keys name
+//   http::HttpPolicy p;                             // fill one: peer and keys name
 //   p.peer = "remote teacher";                      // the server and config in errors
+//   p.keys = "actor.teacher.";
 //   auto cli = make_client(url, p);
 //   Reply r = http_call(*cli, url, p, "POST", "/v1/completions", body.dump(), retries);
 //   json j = parse_body(r, url, "POST /v1/completions", p.peer);
@@ -22,11 +23,7 @@ namespace httplib {
 class Client;
 }
 
-namespace agentr1::rollout {
-
-struct RemoteOptions;
-
-namespace remote {
+namespace agentr1::http {
 
 struct HttpPolicy {
   double timeout_s = 300;                 // seconds one attempt may wait for its response
@@ -39,9 +36,6 @@ struct HttpPolicy {
   std::string peer = "remote engine";     // how errors name the server ("remote engine <url>")
   std::string keys = "rollout.remote.";   // config prefix errors name for timeout_s / retries
 };
-
-// The policy of RemoteOptions (peer "remote engine", keys "rollout.remote.").
-HttpPolicy http_policy(const RemoteOptions& o);
 
 // A client with the policy's timeouts and key, one connection per request (see
 // remote_generator.h on keep-alive).
@@ -77,5 +71,4 @@ std::string snippet(const std::string& s, size_t n = 300);
 // obj[key], or malformed(path, "is missing").
 const json& field_of(const json& obj, const std::string& key, const std::string& path);
 
-}  // namespace remote
-}  // namespace agentr1::rollout
+}  // namespace agentr1::http

@@ -1,4 +1,4 @@
-#include "agentr1/rollout/remote_http.h"
+#include "agentr1/core/http_client.h"
 
 #include <httplib.h>
 
@@ -12,9 +12,8 @@
 
 #include "agentr1/core/error.h"
 #include "agentr1/core/log.h"
-#include "agentr1/rollout/remote_generator.h"
 
-namespace agentr1::rollout::remote {
+namespace agentr1::http {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -23,15 +22,6 @@ constexpr double kMaxBackoffS = 30.0;
 constexpr double kMaxConnectS = 10.0;
 
 }  // namespace
-
-HttpPolicy http_policy(const RemoteOptions& o) {
-  HttpPolicy p;
-  p.timeout_s = o.timeout_s;
-  p.retries = o.retries;
-  p.backoff_s = o.backoff_s;
-  p.api_key = o.api_key;
-  return p;
-}
 
 double float_for_wire(float x) {
   if (!std::isfinite(x)) return static_cast<double>(x);
@@ -133,4 +123,4 @@ const json& field_of(const json& obj, const std::string& key, const std::string&
   return obj[key];
 }
 
-}  // namespace agentr1::rollout::remote
+}  // namespace agentr1::http
