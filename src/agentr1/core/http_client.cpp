@@ -48,6 +48,23 @@ std::string body_message(const std::string& body) {
   return body.empty() ? "(empty body)" : snippet(body);
 }
 
+void check_base_url(const std::string& url, const std::string& key, const std::string& paths) {
+  const size_t scheme = url.find("://");
+  AGENTR1_CHECK(scheme != std::string::npos &&
+                    (url.compare(0, scheme, "http") == 0 || url.compare(0, scheme, "https") == 0),
+                key << "='" << url << "' must start with http:// or https:// (e.g. http://127.0.0.1:8000)");
+  const std::string rest = url.substr(scheme + 3);
+  AGENTR1_CHECK(!rest.empty() && rest.find('/') == std::string::npos,
+                key << "='" << url << "' must be a server's base URL, scheme://host:port without a path "
+                    << "(the client adds " << paths << "); HINT: " << url.substr(0, scheme + 3 + rest.find('/')));
+}
+
+void check_retry_options(double timeout_s, int retries, double backoff_s, const std::string& prefix) {
+  AGENTR1_CHECK(timeout_s > 0 && std::isfinite(timeout_s), prefix << "timeout_s must be > 0 seconds, got " << timeout_s);
+  AGENTR1_CHECK(retries >= 0 && retries <= 10, prefix << "retries must be in 0..10, got " << retries);
+  AGENTR1_CHECK(backoff_s >= 0 && std::isfinite(backoff_s), prefix << "backoff_s must be >= 0 seconds, got " << backoff_s);
+}
+
 std::unique_ptr<httplib::Client> make_client(const std::string& url, const HttpPolicy& p) {
   auto cli = std::make_unique<httplib::Client>(url);
   auto usec = [](double s) { return std::chrono::microseconds(static_cast<int64_t>(s * 1e6)); };

@@ -37,6 +37,15 @@ struct HttpPolicy {
   std::string keys = "rollout.remote.";   // config prefix errors name for timeout_s / retries
 };
 
+// Throws Error unless `url` is a server's base URL, http(s)://host:port without a path:
+// "<key>='<url>' must start with http:// or https:// (e.g. http://127.0.0.1:8000)", or
+// "... must be a server's base URL, scheme://host:port without a path (the client adds
+// <paths>); HINT: <the url without its path>". `key` is the dotted config key.
+void check_base_url(const std::string& url, const std::string& key, const std::string& paths);
+// Throws Error "<prefix>timeout_s must be > 0 seconds, got <v>" (and likewise retries in
+// 0..10, backoff_s >= 0): the rules of HttpPolicy's fields, for options that carry them.
+void check_retry_options(double timeout_s, int retries, double backoff_s, const std::string& prefix);
+
 // A client with the policy's timeouts and key, one connection per request (see
 // remote_generator.h on keep-alive).
 std::unique_ptr<httplib::Client> make_client(const std::string& url, const HttpPolicy& p);

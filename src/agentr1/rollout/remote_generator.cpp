@@ -104,21 +104,12 @@ void RemoteOptions::validate(const std::string& p) const {
                                  << "urls=[http://127.0.0.1:8000]), got []");
   for (size_t i = 0; i < urls.size(); ++i) {
     const std::string& u = urls[i];
-    const size_t scheme = u.find("://");
-    AGENTR1_CHECK(scheme != std::string::npos && (u.compare(0, scheme, "http") == 0 || u.compare(0, scheme, "https") == 0),
-                  p << "urls[" << i << "]='" << u << "' must start with http:// or https:// (e.g. http://127.0.0.1:8000)");
-    const std::string rest = u.substr(scheme + 3);
-    AGENTR1_CHECK(!rest.empty() && rest.find('/') == std::string::npos,
-                  p << "urls[" << i << "]='" << u << "' must be a server's base URL, scheme://host:port without a path "
-                    << "(the client adds /v1/completions, /generate, ...); HINT: "
-                    << u.substr(0, scheme + 3 + rest.find('/')));
+    http::check_base_url(u, p + "urls[" + std::to_string(i) + "]", "/v1/completions, /generate, ...");
     for (size_t j = 0; j < i; ++j)
       AGENTR1_CHECK(urls[j] != u, p << "urls lists '" << u << "' twice (urls[" << j << "] and urls[" << i << "])");
   }
   with_context(p + "api", [&] { return remote_api_from_string(api); });
-  AGENTR1_CHECK(timeout_s > 0 && std::isfinite(timeout_s), p << "timeout_s must be > 0 seconds, got " << timeout_s);
-  AGENTR1_CHECK(retries >= 0 && retries <= 10, p << "retries must be in 0..10, got " << retries);
-  AGENTR1_CHECK(backoff_s >= 0 && std::isfinite(backoff_s), p << "backoff_s must be >= 0 seconds, got " << backoff_s);
+  http::check_retry_options(timeout_s, retries, backoff_s, p);
   AGENTR1_CHECK(max_inflight >= 1 && max_inflight <= 4096, p << "max_inflight must be in 1..4096, got " << max_inflight);
   AGENTR1_CHECK(max_context >= 2, p << "max_context must be >= 2, got " << max_context);
 }

@@ -30,17 +30,8 @@ float number_of(const json& v, const std::string& path) {
 }  // namespace
 
 void RemoteScorerOptions::validate(const std::string& p) const {
-  const size_t scheme = url.find("://");
-  AGENTR1_CHECK(scheme != std::string::npos &&
-                    (url.compare(0, scheme, "http") == 0 || url.compare(0, scheme, "https") == 0),
-                p << "url='" << url << "' must start with http:// or https:// (e.g. http://127.0.0.1:8000)");
-  const std::string rest = url.substr(scheme + 3);
-  AGENTR1_CHECK(!rest.empty() && rest.find('/') == std::string::npos,
-                p << "url='" << url << "' must be a server's base URL, scheme://host:port without a path "
-                  << "(the client adds /v1/completions)");
-  AGENTR1_CHECK(timeout_s > 0 && std::isfinite(timeout_s), p << "timeout_s must be > 0 seconds, got " << timeout_s);
-  AGENTR1_CHECK(retries >= 0 && retries <= 10, p << "retries must be in 0..10, got " << retries);
-  AGENTR1_CHECK(backoff_s >= 0 && std::isfinite(backoff_s), p << "backoff_s must be >= 0 seconds, got " << backoff_s);
+  http::check_base_url(url, p + "url", kPath);
+  http::check_retry_options(timeout_s, retries, backoff_s, p);
   AGENTR1_CHECK(max_prompts_per_request >= 1,
                 p << "max_prompts_per_request must be >= 1, got " << max_prompts_per_request);
   AGENTR1_CHECK(max_tokens_per_request >= 1, p << "max_tokens_per_request must be >= 1, got " << max_tokens_per_request);
