@@ -523,6 +523,7 @@ class TypedFieldsEnv : public env::AgentEnv {
     r.game_reward = 0.75f;
     r.info["seen"] = action.text;
     if (kwargs_.contains("bad_key")) r.info[kwargs_["bad_key"].get<std::string>()] = 1;
+    if (kwargs_.contains("metrics")) r.info["episode_metrics"] = kwargs_["metrics"];
     return r;
   }
 
@@ -554,6 +555,12 @@ TEST_F(LoopTest, EnvAnchorAndGameRewardAreTypedFields) {
   EXPECT_FLOAT_EQ(*s.game_reward, 0.75f);
   EXPECT_FLOAT_EQ(t.outcome_reward, 0.75f) << "the env reward sums the steps' game_reward";
   EXPECT_EQ(s.to_json()["info"]["game_reward"], 0.75);
+  // An env's own episode metrics join the trajectory's (the built-in ones win).
+  const Trajectory m = run({{"metrics", {{"paper/recall", 0.5}, {"num_turns", 99}, {"note", "text"}}}});
+  EXPECT_DOUBLE_EQ(m.metrics.value("paper/recall", -1.0), 0.5);
+  EXPECT_EQ(m.metrics["num_turns"], 1) << "a built-in metric is not overwritten";
+  EXPECT_FALSE(m.metrics.contains("note")) << "only numbers";
+  EXPECT_FALSE(t.metrics.contains("paper/recall"));
   for (const char* key : {"anchor", "game_reward", "finish_reason", "kind"}) {
     const std::string e = agentr1::testing::error_of([&] { run({{"bad_key", key}}); });
     EXPECT_NE(e.find("env 'flow_test_typed' returned StepResult::info['" + std::string(key) + "']"),

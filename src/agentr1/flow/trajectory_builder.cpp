@@ -231,6 +231,15 @@ Trajectory TrajectoryBuilder::finish(const Sample& sample) {
     }
     m[key] = sum;
   }
+  // An environment's own episode metrics (info "episode_metrics", as of its step): the
+  // last step's numbers, under their own names (paper_search: "paper/recall", ...).
+  for (auto s = steps_.rbegin(); s != steps_.rend(); ++s) {
+    auto it = s->info.find("episode_metrics");
+    if (it == s->info.end() || !it->is_object()) continue;
+    for (auto kv = it->begin(); kv != it->end(); ++kv)
+      if (kv.value().is_number() && !m.contains(kv.key())) m[kv.key()] = kv.value();
+    break;
+  }
   const bool truncated = !steps_.empty() ? steps_.back().truncated : true;
   m["truncated"] = truncated ? 1 : 0;
   m["context_overflow"] = context_overflow_ ? 1 : 0;

@@ -86,8 +86,11 @@ class TrajectoryBuilder {
 
   // Outcome reward (the reward function on the last turn's reward_text against the
   // sample's ground truth; 0 when there are no steps; for kEnvReward the sum of the
-  // steps' game_reward) and metrics. Summary steps (Step::kind) are no turn. Throws
-  // Error when no reward function matches (see FlowOptions::reward_fn).
+  // steps' game_reward) and metrics. Summary steps (Step::kind) are no turn. An env's
+  // own episode metrics (a step's info "episode_metrics", an object of numbers) join
+  // the metrics from the last step that has them, under their own names (the trainer
+  // logs them as env/<name>/mean). Throws Error when no reward function matches (see
+  // FlowOptions::reward_fn).
   Trajectory finish(const Sample& sample);
 
  private:
