@@ -201,8 +201,7 @@ ToolEnv::PendingCall ToolEnv::start_call(const std::string& tool_name, const jso
   if (ctx_.pool == nullptr) {  // inline: no timeout can be enforced
     try {
       if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
-      ToolResult r = tool->execute(arguments);
-      call.done = CallOutcome{clip(std::move(r.text)), "ok", r.reward};
+      call.done = ok_outcome(tool->execute(arguments));
     } catch (const InfraError& e) {
       call.done = infra_outcome(tool_name, e);
     } catch (const std::exception& e) {
@@ -247,6 +246,13 @@ ToolEnv::CallOutcome ToolEnv::infra_outcome(const std::string& name, const Infra
   return out;
 }
 
+ToolEnv::CallOutcome ToolEnv::ok_outcome(ToolResult r) const {
+  CallOutcome out{clip(std::move(r.text)), "ok", r.reward};
+  auto it = r.info.find("items");
+  if (it != r.info.end() && it->is_array()) out.items = std::move(*it);
+  return out;
+}
+
 ToolEnv::CallOutcome ToolEnv::finish_call(PendingCall& call) {
   if (call.done) return *call.done;
   const std::string& name = call.tool_name;
@@ -272,8 +278,7 @@ ToolEnv::CallOutcome ToolEnv::finish_call(PendingCall& call) {
             "timeout", std::nullopt};
   }
   try {
-    ToolResult r = call.future.get();
-    return {clip(std::move(r.text)), "ok", r.reward};
+    return ok_outcome(call.future.get());
   } catch (const InfraError& e) {
     return infra_outcome(name, e);
   } catch (const std::exception& e) {
@@ -363,12 +368,14 @@ StepResult ToolEnv::step(const Action& action) {
   const size_t assistant_index = messages_.size();
   messages_.push_back(std::move(assistant));
 
-  auto add_tool_message = [&](const std::string& name, const std::string& content, size_t k) {
+  auto add_tool_message = [&](const std::string& name, const std::string& content, size_t k,
+                              json items = json()) {
     json m = json::object();
     m["role"] = "tool";
     m["name"] = name;
     if (rules.call_ids) m["tool_call_id"] = ids[k];
     m["content"] = content;
+    if (!items.is_null()) m["items"] = std::move(items);
     messages_.push_back(std::move(m));
   };
   auto note = [&](const std::string& name, const std::string& status) {
@@ -426,7 +433,7 @@ StepResult ToolEnv::step(const Action& action) {
     }
     if (out.reward) reward += *out.reward;
     note(call.name, out.status);
-    add_tool_message(call.name, out.text, i);
+    add_tool_message(call.name, out.text, i, std::move(out.items));
   }
   for (size_t e = 0; e < parsed.errors.size(); ++e) {
     ++n_calls;

@@ -35,6 +35,9 @@
 //     "tool_call_id". A format's reasoning (gpt_oss analysis) goes to
 //     "reasoning_content";
 //   - tool rewards are summed into StepResult.reward;
+//   - a result whose info has an "items" array (e.g. [{id, title, text, score}]) passes it
+//     on as the tool message's "items", for context policies that keep a pool of them
+//     (tasks/paper_search/paper_pool.h);
 //   - the next prompt comes from the context policy (see context_policy.h for the
 //     token-exact append-only rule).
 // StepResult.info holds ints "tool_calls" (calls attempted, malformed included),
@@ -155,8 +158,11 @@ class ToolEnv : public AgentEnv {
     std::string text;            // what the model sees
     std::string status;          // ok, error, timeout, unknown_tool, infra_error
     std::optional<float> reward;
-    std::string detail;          // infra_error: the failure's message (for the trajectory)
+    std::string detail = "";     // infra_error: the failure's message (for the trajectory)
+    json items = nullptr;        // the result's info "items" (an array), copied to the tool
+                                 // message for context policies such as paper_pool; else null
   };
+  CallOutcome ok_outcome(ToolResult r) const;  // status ok: the text clipped, reward, items
   static CallOutcome infra_outcome(const std::string& name, const InfraError& e);
   std::vector<std::string> tool_names() const;  // every tool offered (named, then MCP), in order
   struct PendingCall;
