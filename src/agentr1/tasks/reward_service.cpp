@@ -109,8 +109,14 @@ void RewardServiceOptions::validate() const {
 }
 
 RewardServiceOptions RewardServiceOptions::from_json(const json& kwargs, const std::string& prefix) {
-  json tree = json::object();
-  tree[prefix] = kwargs;
+  // The prefix is a dotted path ("env_kwargs.selector"): nest the kwargs under it.
+  json tree = kwargs.is_null() ? json::object() : kwargs;
+  for (size_t end = prefix.size(); end != std::string::npos && end > 0;) {
+    const size_t dot = prefix.rfind('.', end - 1);
+    const size_t from = dot == std::string::npos ? 0 : dot + 1;
+    tree = json{{prefix.substr(from, end - from), std::move(tree)}};
+    end = dot;
+  }
   RewardServiceOptions o;
   bind_into(o, tree, prefix);  // unknown keys, types, then validate()
   return o;
