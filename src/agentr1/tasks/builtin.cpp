@@ -8,7 +8,9 @@
 #include "agentr1/tasks/alfworld/alfworld_family.h"
 #include "agentr1/tasks/arithmetic/arithmetic_family.h"
 #include "agentr1/tasks/hotpotqa/hotpotqa_family.h"
+#include "agentr1/tasks/paper_search/paper_family.h"
 #include "agentr1/tasks/reward.h"
+#include "agentr1/tasks/reward_service.h"
 #include "agentr1/tasks/task_family.h"
 #include "agentr1/tasks/webshop/webshop_family.h"
 
@@ -34,6 +36,8 @@ void register_builtin_tasks() {
       return std::make_unique<ArithmeticFamily>(ArithmeticFamilyOptions::from_json(kwargs));
     });
     register_hotpotqa_family();
+    register_paper_search_family();
+    register_reward_service();  // "remote": a judge model behind an OpenAI-compatible endpoint
     register_alfworld_family();
     register_webshop_family();
   });

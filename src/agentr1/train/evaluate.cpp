@@ -72,6 +72,7 @@ std::map<std::string, double> EvalResult::metrics() const {
   }
   m["timing/validation"] = wall_s;
   m["val/infra_failures"] = static_cast<double>(infra_failures);
+  for (const auto& [key, v] : env_metrics) m["val/" + key + "/greedy"] = v;
   return m;
 }
 
@@ -118,6 +119,16 @@ EvalResult evaluate(const std::vector<Sample>& samples, const flow::FlowContext&
   r.mean_turns = means["num_turns"];
   r.mean_tool_calls = means["tool_calls"];
   r.mean_response_length = means["response_length"];
+  // The env's namespaced metrics ("paper/recall"): means over the trajectories that report
+  // them (one aborted before its first env step has none, and is not a 0).
+  std::map<std::string, std::pair<double, int64_t>> env_sums;
+  for (const auto& t : counted)
+    for (auto it = t.metrics.begin(); it != t.metrics.end(); ++it)
+      if (it.key().find('/') != std::string::npos && it.key().rfind("finish/", 0) != 0 && it.value().is_number()) {
+        env_sums[it.key()].first += it.value().get<double>();
+        ++env_sums[it.key()].second;
+      }
+  for (const auto& [key, s] : env_sums) r.env_metrics[key] = s.first / static_cast<double>(s.second);
   if (k > 0) {
     flow::FlowOptions sampled = opts;
     sampled.sampling.temperature = static_cast<float>(temperature);

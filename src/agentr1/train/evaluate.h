@@ -35,6 +35,10 @@ struct EvalResult {
   int64_t infra_failures = 0;         // trajectories (greedy and sampled) the infrastructure
                                       // failed (Trajectory::infra_failure): left out of every
                                       // rate above, which are over the rest
+  // An environment's own episode metrics (namespaced trajectory metrics such as
+  // "paper/recall", from Step info "episode_metrics"), greedy means over the counted
+  // trajectories that have them; logged as "val/<name>/greedy".
+  std::map<std::string, double> env_metrics;
   std::vector<Trajectory> greedy_trajectories;  // for dumps
   json to_json() const;               // flat: greedy_success, mean@k, ...
   // The fields to_json writes (missing ones keep their defaults; no trajectories).
