@@ -266,6 +266,17 @@ std::vector<SummaryRow> summary_rows(const FamilyResult& f) {
     }
     rows.push_back(seen);
   }
+  for (const std::string& name : f.report_metrics) {
+    SummaryRow row{f.family + " (" + name + ")", {}, {}};
+    auto add = [&](const EvalResult& e) {
+      auto it = e.env_metrics.find(name);
+      row.cells.push_back(it == e.env_metrics.end() ? "-" : format_fixed(it->second));
+      row.values.push_back(it == e.env_metrics.end() ? std::nan("") : it->second);
+    };
+    add(c.baseline);
+    for (const auto& m : c.methods) add(m.final_eval);
+    rows.push_back(row);
+  }
   if (f.report_score) {
     SummaryRow score{f.family + " (score)", {}, {}};
     score.cells.push_back(format_fixed(100.0 * c.baseline.greedy_reward, 1));
@@ -464,6 +475,7 @@ BenchmarkResult run_benchmark(const BenchmarkRecipe& recipe, const BenchmarkOpti
     f.family = p.family;
     f.seen_eval = task.seen_eval;
     f.report_score = task.report_score;
+    f.report_metrics = task.report_metrics;
     const TrainConfig cfg = load_train_config(p.tree);
     f.game = family_is_game(cfg);
     f.comparison.out_dir = family_dir;
@@ -514,14 +526,20 @@ std::string format_family(const FamilyResult& f) {
   o << "### " << f.family << "\n\n| method | success ± s.e." << (f.seen_eval ? " (unseen)" : "");
   if (f.seen_eval) o << " | success ± s.e. (seen)";
   if (f.report_score) o << " | score";
+  for (const auto& name : f.report_metrics) o << " | " << name;
   o << " | mean reward | response tokens | turns | " << (f.game ? "actions" : "tool calls") << " | wall s |\n|---|---|";
   if (f.seen_eval) o << "---|";
   if (f.report_score) o << "---|";
+  for (size_t i = 0; i < f.report_metrics.size(); ++i) o << "---|";
   o << "---|---|---|---|---|\n";
   auto row = [&](const std::string& name, const EvalResult& e, const EvalResult* seen, const std::string& wall) {
     o << "| " << name << " | " << format_rate(e.greedy_success, e.num_prompts);
     if (f.seen_eval) o << " | " << (seen != nullptr ? format_rate(seen->greedy_success, seen->num_prompts) : "-");
     if (f.report_score) o << " | " << format_fixed(100.0 * e.greedy_reward, 1);
+    for (const auto& name : f.report_metrics) {
+      auto it = e.env_metrics.find(name);
+      o << " | " << (it == e.env_metrics.end() ? std::string("-") : format_fixed(it->second));
+    }
     o << " | " << format_fixed(e.greedy_reward) << " | " << format_fixed(e.mean_response_length, 1) << " | " << format_fixed(e.mean_turns, 2)
       << " | " << format_fixed(f.game ? e.mean_turns : e.mean_tool_calls, 2) << " | " << wall << " |\n";
   };
@@ -583,6 +601,7 @@ json family_json(const FamilyResult& f) {
   j["family"] = f.family;
   j["seen_eval"] = f.seen_eval;
   j["report_score"] = f.report_score;
+  j["report_metrics"] = f.report_metrics;
   j["game"] = f.game;
   j["kind"] = "methods";
   j["baseline"] = eval_json(c.baseline, f.report_score);

@@ -31,6 +31,8 @@
 //     final checkpoint; the regular validation (test split) is the "unseen" column.
 //   report_score: score = 100 x mean greedy reward (WebShop's score) next to the success
 //     rate (reward >= rollout.success_threshold, 1 by default).
+//   report_metrics: the greedy means of the env's own metrics (EvalResult::env_metrics,
+//     e.g. paper_search's paper/recall), a row each in the summary ("-" where absent).
 //
 // Resuming (without overwrite): a cell whose run directory holds a complete run (summary.json
 // with its final validation at trainer.total_steps) made from the same config (config.yaml
@@ -76,6 +78,8 @@ struct BenchmarkTask {
   json config = json::object();  // config tree for this family (e.g. data.task_kwargs)
   bool seen_eval = false;        // also evaluate on train-split layouts (ALFWorld's "seen")
   bool report_score = false;     // also report 100 x mean reward (WebShop's score)
+  std::vector<std::string> report_metrics;  // also report these env metrics (greedy means of
+                                            // EvalResult::env_metrics), e.g. [paper/recall]
   json builtin_model = json::object();  // this family's built-in model: keys that replace
                                         // the recipe's builtin_model keys (a model per family)
 
@@ -84,6 +88,7 @@ struct BenchmarkTask {
     v.field("config", config, "config tree for this family (e.g. data.task_kwargs)");
     v.field("seen_eval", seen_eval, "also evaluate on train-split layouts (ALFWorld's seen)");
     v.field("report_score", report_score, "also report 100 x mean reward (WebShop's score)");
+    v.field("report_metrics", report_metrics, "also report these env metrics' greedy means, e.g. [paper/recall]");
     v.field("builtin_model", builtin_model, "keys replacing the recipe's builtin_model for this family");
   }
   void validate() const;
@@ -96,7 +101,7 @@ struct BenchmarkTask {
 //   default_methods: [grpo, ...]      names from the method table (configs/compare.yaml)
 //   default_tasks: [arithmetic, ...]  names of registered task families
 //   tasks: {<family>: {config: {...}, seen_eval: bool, report_score: bool,
-//                      builtin_model: {...}}, ...}   builtin_model: keys that replace
+//                      report_metrics: [names], builtin_model: {...}}, ...}   builtin_model: keys that replace
 //                                     the top-level builtin_model's for this family
 //                                     (key by key, e.g. its own dir and tasks: one model
 //                                     per family)
@@ -157,6 +162,7 @@ struct FamilyResult {
   std::string family;
   bool seen_eval = false;
   bool report_score = false;
+  std::vector<std::string> report_metrics;  // BenchmarkTask::report_metrics
   bool game = false;  // the samples' agent is a text game (env::has_game): one action per
                       // turn, so the tool-calls column shows actions (turns; a turn without
                       // a well-formed <action> counts too)

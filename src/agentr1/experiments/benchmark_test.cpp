@@ -184,7 +184,7 @@ TEST(BenchmarkRecipeTest, ErrorsNameTheKeyAndTheRule) {
   EXPECT_TRUE(has(e, "tasks.alfworld.seen_eval: expected a bool (true or false), got \"yes\"")) << e;
   e = err([](json& j) { j["tasks"]["alfworld"]["seen"] = true; });
   EXPECT_TRUE(has(e, "unknown config key 'tasks.alfworld.seen'") &&
-              has(e, "Valid keys under 'tasks.alfworld': config, seen_eval, report_score, builtin_model."))
+              has(e, "Valid keys under 'tasks.alfworld': config, seen_eval, report_score, report_metrics, builtin_model."))
       << e;
   e = err([](json& j) { j["tasks"]["hotpotqa"]["config"] = json::array({1}); });
   EXPECT_TRUE(has(e, "tasks.hotpotqa: 'config' must be a map (a config tree; empty = none), got a list [1]")) << e;
@@ -307,6 +307,36 @@ TEST(BenchmarkTableTest, RowsShowSuccessWithHandComputedStandardErrors) {
   EXPECT_EQ(j["summary"][1]["task"], "alfworld (seen)");
   EXPECT_NEAR(j["summary"][1]["methods"]["grpo"].get<double>(), 0.9, 1e-12);
   EXPECT_NEAR(j["summary"][3]["baseline"].get<double>(), 62.5, 1e-9);
+}
+
+// report_metrics: a row per env metric in the summary and a column in the family's table,
+// "-" where a run has no such metric; the values survive EvalResult's JSON (reused cells).
+TEST(BenchmarkTableTest, ReportMetricsShowEnvMetricMeans) {
+  BenchmarkResult r;
+  r.budget = "quick";
+  r.out_dir = "runs/x";
+  FamilyResult f;
+  f.family = "paper_search";
+  f.report_metrics = {"paper/recall"};
+  f.comparison.baseline = eval_of(0.25, 0.5, 100);
+  f.comparison.baseline.env_metrics["paper/recall"] = 0.375;
+  MethodResult g;
+  g.method = "grpo";
+  g.final_eval = EvalResult::from_json(eval_of(0.5, 1.0, 100).to_json());
+  g.final_eval.env_metrics["paper/recall"] = 0.625;
+  g.final_eval = EvalResult::from_json(g.final_eval.to_json());
+  MethodResult p = g;
+  p.method = "ppo";
+  p.final_eval.env_metrics.clear();
+  f.comparison.methods = {g, p};
+  f.reused = {false, false};
+  r.families = {f};
+  const std::string s = format_summary(r);
+  EXPECT_NE(s.find("| paper_search | 0.250 ± 0.043 | 0.500 ± 0.050 | 0.500 ± 0.050 |"), std::string::npos) << s;
+  EXPECT_NE(s.find("| paper_search (paper/recall) | 0.375 | 0.625 | - |"), std::string::npos) << s;
+  const std::string t = format_family(f);
+  EXPECT_NE(t.find("| success ± s.e. | paper/recall | mean reward |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| grpo | 0.500 ± 0.050 | 0.625 | 1.000 |"), std::string::npos) << t;
 }
 
 // A tiny grid end to end: 2 families x 2 methods x 1 RL step, 2 validation prompts.

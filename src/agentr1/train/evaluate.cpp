@@ -35,6 +35,7 @@ json EvalResult::to_json() const {
   j["pass@k"] = pass_at_k;
   j["wall_s"] = wall_s;
   j["infra_failures"] = infra_failures;
+  if (!env_metrics.empty()) j["env_metrics"] = env_metrics;
   return j;
 }
 
@@ -53,6 +54,9 @@ EvalResult EvalResult::from_json(const json& j) {
   r.k = static_cast<int>(num("k", 0));
   r.mean_at_k = num("mean@k", 0);
   r.pass_at_k = num("pass@k", 0);
+  if (j.contains("env_metrics") && j["env_metrics"].is_object())
+    for (auto it = j["env_metrics"].begin(); it != j["env_metrics"].end(); ++it)
+      if (it.value().is_number()) r.env_metrics[it.key()] = it.value().get<double>();
   r.wall_s = num("wall_s", 0);
   r.infra_failures = static_cast<int64_t>(num("infra_failures", 0));
   return r;
