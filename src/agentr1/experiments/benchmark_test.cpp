@@ -58,7 +58,8 @@ TEST(BenchmarkRecipeTest, ShippedRecipeRunsThePapersGridWithBothBudgets) {
   const MethodTable methods = shipped_methods();
   const BenchmarkRecipe r = parse_benchmark_recipe(shipped_recipe_json(), methods);
   EXPECT_EQ(r.default_methods, (std::vector<std::string>{"grpo", "ppo", "rloo", "reinforce_plus_plus", "reinforce"}));
-  EXPECT_EQ(r.default_tasks, (std::vector<std::string>{"arithmetic", "hotpotqa", "alfworld", "webshop"}));
+  EXPECT_EQ(r.default_tasks, (std::vector<std::string>{"arithmetic", "hotpotqa", "alfworld", "webshop", "paper_search"}));
+  EXPECT_EQ(r.tasks.at("paper_search").report_metrics, (std::vector<std::string>{"paper/recall"}));
   EXPECT_TRUE(r.tasks.at("alfworld").seen_eval);
   EXPECT_FALSE(r.tasks.at("arithmetic").seen_eval);
   EXPECT_TRUE(r.tasks.at("webshop").report_score);
