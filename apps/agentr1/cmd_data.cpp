@@ -272,8 +272,10 @@ agentr1::cli::Registrar reg("data", "Convert datasets to the sample schema (JSON
       "each row's agent, reward and env (tools, context policy) resolve as the trainer checks them. Exit 1 when a "
       "row is bad.");
   val->add_option("file", v->file, "JSONL sample file")->required();
-  val->add_option("--task", v->task, "task family whose recipe defaults apply (data.task): arithmetic, hotpotqa, "
-                                     "alfworld, webshop");
+  agentr1::tasks::register_builtin_tasks();
+  std::string families;
+  for (const auto& n : agentr1::tasks::task_family_names()) families += (families.empty() ? "" : ", ") + n;
+  val->add_option("--task", v->task, "task family whose recipe defaults apply (data.task): " + families);
   val->add_option("--model", v->model, "HF model dir whose tokenizer and chat template the envs are built with "
                                        "(default: model.path, else a stand-in with the Qwen3 template)");
   val->add_option("overrides", v->overrides, "with --task: dotted train-config overrides, e.g. "

@@ -124,7 +124,10 @@ int run_play(const PlayOpts& o) {
 agentr1::cli::Registrar reg("play", "Play one episode of a task family by hand or with its expert (JSON lines)",
                             [](CLI::App& app) {
   auto o = std::make_shared<PlayOpts>();
-  app.add_option("--task", o->task, "task family: arithmetic, hotpotqa, alfworld, webshop")->required();
+  agentr1::tasks::register_builtin_tasks();
+  std::string families;
+  for (const auto& n : agentr1::tasks::task_family_names()) families += (families.empty() ? "" : ", ") + n;
+  app.add_option("--task", o->task, "task family: " + families)->required();
   app.add_option("--seed", o->seed, "dataset seed (the episode is sample --index of it)")->check(agentr1::cli::uint64_text());
   app.add_option("--index", o->index, "which sample of the seed's dataset")->check(CLI::Range(0, 1000000000));
   app.add_option("--split", o->split, "train | test")->check(CLI::IsMember({"train", "test", "any"}));
