@@ -43,7 +43,7 @@ check "train: bad value" one_line_error train rollout.n=0
 check "train: moved key" one_line_error train data.min_level=2
 check "train: moved key names its new place" grep -q "data.task_kwargs.min_level" "$tmp/err"
 check "train: unknown task family" one_line_error train data.task=sudoku
-check "train: task family lists known" grep -q "known: alfworld, arithmetic, hotpotqa, webshop" "$tmp/err"
+check "train: task family lists known" grep -q "known: alfworld, arithmetic, hotpotqa, paper_search, webshop" "$tmp/err"
 check "train: bad task option" one_line_error train ++data.task_kwargs.max_level=9
 if ! python3 -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   check "train: cuda without CUDA" one_line_error train trainer.device=cuda
@@ -78,8 +78,15 @@ for task in arithmetic hotpotqa alfworld webshop; do
     check "play $task --expert ($split) wins" last_reward "$tmp/play.jsonl"
   done
 done
+full_recall() {  # full_recall FILE : the final JSON line has done=true and info.recall 1 (paper_search)
+  python3 -c "import json,sys; r=json.loads(open('$1').read().splitlines()[-1]); sys.exit(0 if r['done'] and r['info']['recall']==1 else 1)"
+}
+for split in train test; do
+  "$bin" play --task paper_search --expert --split $split --seed 5 >"$tmp/play.jsonl" 2>"$tmp/err" </dev/null
+  check "play paper_search --expert ($split) reaches full recall" full_recall "$tmp/play.jsonl"
+done
 check "play: unknown task" one_line_error play --task sudoku
-check "play: unknown task lists known" grep -q "known: alfworld, arithmetic, hotpotqa, webshop" "$tmp/err"
+check "play: unknown task lists known" grep -q "known: alfworld, arithmetic, hotpotqa, paper_search, webshop" "$tmp/err"
 check "play: bad kwarg" one_line_error play --task alfworld max_levl=2
 check "play: kwarg not key=value" one_line_error play --task alfworld max_level
 check "play: a 309-digit seed" one_line_error play --task alfworld --seed "$(printf '9%.0s' $(seq 309))"
@@ -193,9 +200,9 @@ check "score: names the tensor and the rule" grep -q "tensor 'x': shape \[429496
 printf '"a"\n\n"b"\n' | "$bin" tokenize --tokenizer "$tok" >"$tmp/aligned.jsonl"
 check "tokenize: a blank line keeps the lines aligned" test "$(sed -n 2p "$tmp/aligned.jsonl")" = "" -a "$(wc -l <"$tmp/aligned.jsonl")" -eq 3
 check "benchmark --help" "$bin" benchmark --help >/dev/null
-check "benchmark --help: tasks from configs/benchmark.yaml" grep -q "known: alfworld, arithmetic, hotpotqa, webshop" <("$bin" benchmark --help)
+check "benchmark --help: tasks from configs/benchmark.yaml" grep -q "known: alfworld, arithmetic, hotpotqa, paper_search, webshop" <("$bin" benchmark --help)
 check "benchmark: unknown task" one_line_error benchmark --tasks arithmetic,sudoku --out "$tmp/bench"
-check "benchmark: names the task" grep -q "unknown task 'sudoku'; known: alfworld, arithmetic, hotpotqa, webshop" "$tmp/err"
+check "benchmark: names the task" grep -q "unknown task 'sudoku'; known: alfworld, arithmetic, hotpotqa, paper_search, webshop" "$tmp/err"
 check "benchmark: unknown method" one_line_error benchmark --methods grpo,dpo --out "$tmp/bench"
 check "benchmark: names the method" grep -q "unknown comparison method 'dpo'; known: grpo" "$tmp/err"
 check "benchmark: method listed twice" one_line_error benchmark --methods grpo,grpo --quick --out "$tmp/bench"

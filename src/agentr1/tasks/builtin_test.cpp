@@ -74,7 +74,8 @@ TEST(Builtin, RegistersCalculatorAndRewardsOnceFromManyThreads) {
         << e.what();
   }
   // Every family, its tools, game envs and reward functions are registered by the one call.
-  EXPECT_EQ(task_family_names(), (std::vector<std::string>{"alfworld", "arithmetic", "hotpotqa", "webshop"}));
+  EXPECT_EQ(task_family_names(),
+            (std::vector<std::string>{"alfworld", "arithmetic", "hotpotqa", "paper_search", "webshop"}));
   const std::vector<std::string> tools = env::tool_names();
   for (const char* t : {"calculator", "search", "open"})
     EXPECT_NE(std::find(tools.begin(), tools.end(), t), tools.end()) << t;
