@@ -68,7 +68,15 @@ std::vector<json> ArithmeticFamily::demonstrations(int64_t n, uint64_t seed, con
   const json tools = tool_schemas(opts_.tool);
   text::RenderOptions ro;
   ro.enable_thinking = false;
-  const DemoOptions demo_opts = demo_options(dso);
+  DemoOptions demo_opts = demo_options(dso);
+  if (opts_.tool == ArithTool::kPython) {
+    // One interpreter for the whole batch, with the recipe's limits (the expert's cells
+    // only print): one sandbox start instead of one per call. The SFT replay through
+    // the env still runs each call in the env's own tool.
+    env::PythonToolOptions session = demo_opts.python;
+    session.mode = "session";
+    demo_opts.python_interpreter = std::make_shared<env::PythonTool>(session);
+  }
   std::vector<json> demos;
   demos.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {

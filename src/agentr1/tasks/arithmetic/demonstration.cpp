@@ -30,7 +30,8 @@ json call_message(const std::string& content, const std::string& tool, const jso
 // expression is restated with, and the number the tool's output stands for.
 struct ToolRunner {
   ArithTool tool;
-  std::unique_ptr<env::PythonTool> python;  // kPython only: fresh interpreters (opts.python)
+  std::shared_ptr<env::PythonTool> python;  // kPython only: opts.python_interpreter, or a
+                                            // tool of its own (fresh interpreters, opts.python)
   Calculator calc;
 
   json arguments(const std::string& expression) const {
@@ -71,7 +72,10 @@ json expert_demonstration(const ArithProblem& p, const json& tool_schema_list, c
   AGENTR1_CHECK(!p.expression.empty() && !p.steps.empty(),
                 "expert_demonstration: problem " << p.index << " has no expression/steps");
   ToolRunner runner{opts.tool, nullptr, Calculator()};
-  if (opts.tool == ArithTool::kPython) runner.python = std::make_unique<env::PythonTool>(opts.python);
+  if (opts.tool == ArithTool::kPython) {
+    runner.python = opts.python_interpreter != nullptr ? opts.python_interpreter
+                                                       : std::make_shared<env::PythonTool>(opts.python);
+  }
   const std::string preamble = opts.call_preamble.value_or(
       opts.tool == ArithTool::kPython ? "I will compute it in python." : "I will use the calculator.");
   json msgs = opts.include_prompt ? arith_prompt_messages(p, opts.prompt) : json::array();

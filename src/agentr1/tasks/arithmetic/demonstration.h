@@ -29,6 +29,7 @@
 //   //  {\"expression\": \"(1234 + 567) * 3\"}}\n</tool_call><|im_end|>"
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -57,14 +58,20 @@ struct DemoOptions {
   bool restate_expression = true;            // final turn "<expr> = <v>\n#### <v>"; false: "#### <v>"
   env::PythonToolOptions python;             // the python tool the demonstration runs (its
                                              // defaults: a fresh sandboxed interpreter per call)
+  // Or an interpreter shared by many demonstrations (one session-mode tool for a whole
+  // batch: ArithmeticFamily::demonstrations), instead of a tool made from `python` per
+  // demonstration. The expert's cells only print an expression, so a shared interpreter
+  // prints what a fresh one would; it saves a sandbox start per call. Calls through one
+  // session tool run one at a time.
+  std::shared_ptr<env::PythonTool> python_interpreter;
 };
 
 // Returns {"messages": [...], "tools": tool_schema_list}. Throws Error when
 // tool_schema_list (an array of OpenAI function schemas or bare {"name": ...} objects)
 // does not list opts.tool, when a call fails, or when the tool's result disagrees with
 // the problem's ground truth (a generator bug). With the python tool every call starts
-// a sandboxed interpreter (~0.1 s); env::ToolInfraError passes through when the sandbox
-// cannot start.
+// a sandboxed interpreter (~0.02-0.1 s) unless opts.python_interpreter is set;
+// env::ToolInfraError passes through when the sandbox cannot start.
 json expert_demonstration(const ArithProblem& p, const json& tool_schema_list, const DemoOptions& opts = {});
 
 }  // namespace agentr1::tasks

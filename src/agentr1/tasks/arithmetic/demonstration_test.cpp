@@ -131,6 +131,38 @@ TEST(Demonstration, PythonToolEpisodeOnEveryLevel) {
   EXPECT_LT(secs, 30.0) << "40 sandboxed python calls took " << secs << " s";
 }
 
+// One session interpreter shared by a batch of demonstrations (as
+// ArithmeticFamily::demonstrations does) gives the same demonstrations as a fresh
+// interpreter per call, and it is the one interpreter all along: a variable set before
+// the batch is still there after it (no restart, no other process).
+TEST(Demonstration, SharedInterpreterGivesTheFreshDemonstrations) {
+  env::PythonToolOptions so;
+  so.mode = "session";
+  auto shared = std::make_shared<env::PythonTool>(so);
+  ASSERT_FALSE(shared->execute({{"code", "marker = 41"}}).info.value("error", true));
+  DemoOptions fresh;
+  fresh.tool = ArithTool::kPython;
+  DemoOptions reuse = fresh;
+  reuse.python_interpreter = shared;
+  for (int level = 1; level <= 4; ++level) {
+    ArithmeticOptions o;
+    o.min_level = o.max_level = level;
+    for (int64_t i = 0; i < 3; ++i) {
+      const ArithProblem p = generate_problem(33, i, o);
+      EXPECT_EQ(expert_demonstration(p, python_tools(), reuse), expert_demonstration(p, python_tools(), fresh))
+          << p.expression;
+      reuse.style = fresh.style = (i % 2 == 0) ? DemoStyle::kPerStep : DemoStyle::kSingleCall;
+    }
+  }
+  EXPECT_EQ(shared->execute({{"code", "print(marker + 1)"}}).text, "42\n");
+
+  // The calls really go to the shared interpreter: one whose print() was replaced
+  // prints nothing, and the expert refuses the demonstration.
+  ASSERT_FALSE(shared->execute({{"code", "print = lambda *a, **k: None"}}).info.value("error", true));
+  ArithmeticOptions o;
+  EXPECT_THROW(expert_demonstration(generate_problem(33, 0, o), python_tools(), reuse), Error);
+}
+
 TEST(Demonstration, PythonExpressionUsesIntegerDivision) {
   EXPECT_EQ(python_expression("(3120 + 14 * 215) / 5"), "(3120 + 14 * 215) // 5");
   EXPECT_EQ(python_expression("12 * 34 - 5"), "12 * 34 - 5");
