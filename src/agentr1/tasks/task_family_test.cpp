@@ -314,8 +314,8 @@ TEST(ArithmeticFamilyDataset, PythonToolVariant) {
 // The python expert as SFT replays it: print(<expression>) with "//" for the exact
 // division, run here through a real sandboxed python tool, prints the ground truth; the
 // answer turn is "#### <n>"; the rendered episode lists the python tool and its system
-// prompt. play's expert makes the same calls. Few problems: every call starts an
-// interpreter.
+// prompt. play's expert makes the same calls. The batch's calls share one session
+// interpreter (demonstration_test checks that it prints what fresh ones would).
 TEST(ArithmeticFamilyDemonstrations, PythonExpertPrintsTheGroundTruth) {
   const text::ChatTemplate tmpl = text::ChatTemplate::for_family(text::ChatFamily::kQwen3);
   auto fam = arithmetic({{"min_level", 1}, {"max_level", 4}, {"tool", "python"}});

@@ -62,7 +62,9 @@ struct DemoOptions {
   // batch: ArithmeticFamily::demonstrations), instead of a tool made from `python` per
   // demonstration. The expert's cells only print an expression, so a shared interpreter
   // prints what a fresh one would; it saves a sandbox start per call. Calls through one
-  // session tool run one at a time.
+  // session tool run one at a time, and its whole life has the session's CPU limit
+  // (PythonToolOptions::session_cpu_s: ~10k calls use a few seconds of it). If it dies,
+  // the next call's note makes the output disagree and the demonstration throws.
   std::shared_ptr<env::PythonTool> python_interpreter;
 };
 
