@@ -570,13 +570,16 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
   }
 }
 
-// x [N,K], w [O,K], b [O] or undefined -> [N,O]; isa: the tiles; parallel: split the
-// columns over threads.
+// x [N,K] against several weights ws[i] [O_i,K] (bs[i] [O_i] or undefined) -> one
+// [N,O_i] output each; isa: the tiles; parallel: split the columns over threads. The
+// products share one parallel region over all their column units (one thread hand-off,
+// x widened once), and every output element is computed as row_linear computes it
+// alone: the split never reaches inside an element.
 template <typename T>
-at::Tensor row_linear_impl(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool,
-                           RowLinearIsa isa, bool parallel) {
-  const int64_t N = x.size(0), K = x.size(1), O = w.size(0);
-  at::Tensor y = at::empty({N, O}, x.options());
+std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<at::Tensor>& ws,
+                                        const std::vector<at::Tensor>& bs, SpinPool* pool, RowLinearIsa isa,
+                                        bool parallel) {
+  const int64_t N = x.size(0), K = x.size(1);
   const T* xp = x.data_ptr<T>();
   std::vector<float> xbuf;
   const float* xf = nullptr;
@@ -601,14 +604,33 @@ at::Tensor row_linear_impl(const at::Tensor& x, const at::Tensor& w, const at::T
   }
 #endif
   const uint16_t* xq = xqbuf.empty() ? nullptr : xqbuf.data();
-  const T* wp = w.data_ptr<T>();
-  const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
-  T* yp = y.data_ptr<T>();
-  const int64_t units = (O + kColUnit - 1) / kColUnit;  // groups of whole column tiles
+  // Product i owns the column units [first[i], first[i + 1]) of the joint range.
+  const size_t P = ws.size();
+  std::vector<at::Tensor> ys(P);
+  std::vector<int64_t> first(P + 1, 0);
+  int64_t macs = 0;
+  for (size_t i = 0; i < P; ++i) {
+    const int64_t O = ws[i].size(0);
+    ys[i] = at::empty({N, O}, x.options());
+    first[i + 1] = first[i] + (O + kColUnit - 1) / kColUnit;
+    macs += N * K * O;
+  }
+  std::vector<const T*> wp(P), bp(P);
+  std::vector<T*> yp(P);
+  for (size_t i = 0; i < P; ++i) {
+    wp[i] = ws[i].data_ptr<T>();
+    bp[i] = bs[i].defined() ? bs[i].data_ptr<T>() : nullptr;
+    yp[i] = ys[i].data_ptr<T>();
+  }
   auto run = [&](int64_t u0, int64_t u1) {
-    columns<T>(xf, xq, Kp, N, K, wp, bp, yp, O, u0 * kColUnit, std::min(O, u1 * kColUnit), isa);
+    for (size_t i = 0; i < P; ++i) {
+      const int64_t lo = std::max(u0, first[i]) - first[i], hi = std::min(u1, first[i + 1]) - first[i];
+      if (lo >= hi) continue;
+      const int64_t O = ws[i].size(0);
+      columns<T>(xf, xq, Kp, N, K, wp[i], bp[i], yp[i], O, lo * kColUnit, std::min(O, hi * kColUnit), isa);
+    }
   };
-  const int64_t macs = N * K * O;
+  const int64_t units = first[P];
   if (!parallel || macs < kSerialMacs) {
     run(0, units);
   } else if (pool != nullptr) {
@@ -616,23 +638,34 @@ at::Tensor row_linear_impl(const at::Tensor& x, const at::Tensor& w, const at::T
   } else {
     at::parallel_for(0, units, std::max<int64_t>(1, kSerialMacs / (N * K * kColUnit)), run);
   }
-  return y;
+  return ys;
 }
 
-at::Tensor dispatch(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool,
-                    RowLinearIsa isa, bool parallel) {
-  AGENTR1_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.is_contiguous() && w.is_contiguous() &&
-                    w.scalar_type() == x.scalar_type() && x.device().is_cpu() && w.device().is_cpu(),
-                "row_linear: x must be [N, K] and w [O, K], contiguous CPU tensors of one dtype, got x "
-                    << x.sizes() << " " << x.scalar_type() << ", w " << w.sizes() << " " << w.scalar_type());
+std::vector<at::Tensor> dispatch(const at::Tensor& x, const std::vector<at::Tensor>& ws,
+                                 const std::vector<at::Tensor>& bs, SpinPool* pool, RowLinearIsa isa, bool parallel) {
+  AGENTR1_CHECK(!ws.empty() && bs.size() == ws.size(),
+                "row_linear: one bias (or an undefined tensor) per weight, got " << ws.size() << " weights and "
+                                                                                  << bs.size() << " biases");
+  AGENTR1_CHECK(x.dim() == 2 && x.is_contiguous() && x.device().is_cpu(),
+                "row_linear: x must be [N, K], a contiguous CPU tensor, got " << x.sizes() << " on " << x.device());
   AGENTR1_CHECK(x.size(1) >= 1, "row_linear: K (x.size(1)) must be >= 1, got " << x.sizes());
-  AGENTR1_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0) && b.is_contiguous() &&
-                                 b.scalar_type() == x.scalar_type() && b.device().is_cpu()),
-                "row_linear: b must be [O] of x's dtype, got " << b.sizes() << " " << b.scalar_type());
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const at::Tensor& w = ws[i];
+    const at::Tensor& b = bs[i];
+    AGENTR1_CHECK(w.dim() == 2 && x.size(1) == w.size(1) && w.is_contiguous() && w.scalar_type() == x.scalar_type() &&
+                      w.device().is_cpu(),
+                  "row_linear: x must be [N, K] and w [O, K], contiguous CPU tensors of one dtype, got x "
+                      << x.sizes() << " " << x.scalar_type() << ", w" << (ws.size() > 1 ? " #" + std::to_string(i) : "")
+                      << " " << w.sizes() << " " << w.scalar_type());
+    AGENTR1_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.size(0) && b.is_contiguous() &&
+                                   b.scalar_type() == x.scalar_type() && b.device().is_cpu()),
+                  "row_linear: b" << (ws.size() > 1 ? " #" + std::to_string(i) : "") << " must be [O] of x's dtype, got "
+                                  << b.sizes() << " " << b.scalar_type());
+  }
   switch (x.scalar_type()) {
-    case at::kFloat: return row_linear_impl<float>(x, w, b, pool, isa, parallel);
-    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, w, b, pool, isa, parallel);
-    case at::kHalf: return row_linear_impl<c10::Half>(x, w, b, pool, isa, parallel);
+    case at::kFloat: return row_linear_impl<float>(x, ws, bs, pool, isa, parallel);
+    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, ws, bs, pool, isa, parallel);
+    case at::kHalf: return row_linear_impl<c10::Half>(x, ws, bs, pool, isa, parallel);
     default: AGENTR1_CHECK(false, "row_linear: unsupported dtype " << x.scalar_type() << " (float, bfloat16, half)");
   }
   return {};
@@ -737,11 +770,16 @@ void force_row_linear_isa(std::optional<RowLinearIsa> isa) {
 }
 
 at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool) {
-  return dispatch(x, w, b, pool, row_linear_isa(), /*parallel=*/true);
+  return dispatch(x, {w}, {b}, pool, row_linear_isa(), /*parallel=*/true)[0];
+}
+
+std::vector<at::Tensor> row_linear_many(const at::Tensor& x, const std::vector<at::Tensor>& ws,
+                                        const std::vector<at::Tensor>& bs, SpinPool* pool) {
+  return dispatch(x, ws, bs, pool, row_linear_isa(), /*parallel=*/true);
 }
 
 at::Tensor row_linear_portable(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return dispatch(x, w, b, nullptr, RowLinearIsa::kPortable, /*parallel=*/false);
+  return dispatch(x, {w}, {b}, nullptr, RowLinearIsa::kPortable, /*parallel=*/false)[0];
 }
 
 void silu_mul_rows_(at::Tensor& g, const at::Tensor& u, SpinPool* pool) {

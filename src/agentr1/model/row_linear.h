@@ -2,6 +2,7 @@
 // (internal to the model layer; the cache's `batch_invariant` switch selects them).
 //
 //   at::Tensor y = detail::row_linear(x, w, b, pool);   // x [N,K], w [O,K], b [O] -> y [N,O]
+//   auto qkv = detail::row_linear_many(x, {wq, wk, wv}, {bq, bk, bv}, pool);  // one region
 //   detail::silu_mul_rows_(g, u, pool);                 // g = silu(g) * u, in place
 //
 // Why: BLAS picks its algorithm by shape (gemv for one row, packed gemm blocks for many,
@@ -37,6 +38,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -49,6 +51,13 @@ namespace agentr1::model::detail {
 // columns over `pool`'s threads when given, else over OpenMP's. Throws Error on other
 // shapes, dtypes or devices, naming them.
 at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool = nullptr);
+
+// Several products of one x (a layer's q/k/v, or gate/up): ys[i] equals
+// row_linear(x, ws[i], bs[i]) bit for bit, computed in one parallel region over all
+// their columns (one thread hand-off instead of one per product; x widened once).
+// bs has one entry per weight (an undefined tensor for none). Same checks as row_linear.
+std::vector<at::Tensor> row_linear_many(const at::Tensor& x, const std::vector<at::Tensor>& ws,
+                                        const std::vector<at::Tensor>& bs, SpinPool* pool = nullptr);
 
 // Which code computes the products. Every one computes the contract's bits; they differ
 // in speed only: AVX-512 puts two output columns in a register (twice the multiply-adds

@@ -104,6 +104,56 @@ TEST_P(RowLinear, EveryIsaEqualsPortableDefinitionBitForBit) {
   std::printf(" (default %s)\n", row_linear_isa_name(row_linear_isa()));
 }
 
+// Several products in one parallel region (row_linear_many, the decode step's q/k/v and
+// gate/up) give each product's bits as computed alone, on every ISA, with and without a
+// pool: widths that end inside a column unit, biases on some, and shapes large enough
+// to be split (the joint range's split falls inside the first or second product).
+TEST_P(RowLinear, ManyEqualsEachAloneBitForBit) {
+  const at::ScalarType dt = GetParam();
+  SpinPool pool(2), pool3(3);
+  for (RowLinearIsa isa : supported_isas()) {
+    ForcedIsa forced(isa);
+    for (int64_t N : {1, 3, 8, 13}) {
+      // Widths that are and are not whole 48-column units, an empty product, and (with 3
+      // threads over 2 + 1 + 3 units) a split that falls exactly on a product boundary.
+      for (const std::vector<int64_t>& outs :
+           {std::vector<int64_t>{400, 130, 77}, std::vector<int64_t>{47, 700}, std::vector<int64_t>{5},
+            std::vector<int64_t>{96, 48, 130}, std::vector<int64_t>{0, 300, 0, 20}}) {
+        const int64_t K = N % 2 ? 300 : 45;
+        const at::Tensor x = randn({N, K}, 20 + N, dt);
+        std::vector<at::Tensor> ws, bs;
+        for (size_t i = 0; i < outs.size(); ++i) {
+          ws.push_back(randn({outs[i], K}, 30 + i, dt));
+          bs.push_back(i % 2 == 0 ? randn({outs[i]}, 40 + i, dt) : at::Tensor());
+        }
+        const std::vector<at::Tensor> pooled = row_linear_many(x, ws, bs, &pool), plain = row_linear_many(x, ws, bs),
+                                      pooled3 = row_linear_many(x, ws, bs, &pool3);
+        ASSERT_EQ(pooled.size(), ws.size());
+        ASSERT_EQ(plain.size(), ws.size());
+        ASSERT_EQ(pooled3.size(), ws.size());
+        for (size_t i = 0; i < ws.size(); ++i) {
+          const at::Tensor ref = row_linear_portable(x, ws[i], bs[i]);
+          ASSERT_EQ(ref.sizes(), (std::vector<int64_t>{N, outs[i]}));
+          EXPECT_TRUE(same_bits(pooled[i], ref)) << row_linear_isa_name(isa) << " N " << N << " product " << i;
+          EXPECT_TRUE(same_bits(plain[i], ref)) << row_linear_isa_name(isa) << " N " << N << " product " << i;
+          EXPECT_TRUE(same_bits(pooled3[i], ref)) << row_linear_isa_name(isa) << " N " << N << " product " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(RowLinearErrors, ManyNamesTheShapeAndTheBiasCount) {
+  const at::Tensor x = at::zeros({2, 3}), w = at::zeros({4, 3}), bad = at::zeros({4, 5});
+  EXPECT_THROW(row_linear_many(x, {w, w}, {at::Tensor()}), Error);
+  try {
+    row_linear_many(x, {w, bad}, {at::Tensor(), at::Tensor()});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[4, 5]"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RowLinearIsaSwitch, RefusesWhatTheCpuLacksAndNamesIt) {
   for (RowLinearIsa isa : {RowLinearIsa::kAvx2, RowLinearIsa::kAvx512, RowLinearIsa::kAvx512Bf16}) {
     if (row_linear_isa_supported(isa)) continue;

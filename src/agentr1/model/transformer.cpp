@@ -760,14 +760,31 @@ at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vec
         y.add_(lin(lin(in.to(p.lora_A.scalar_type()), p.lora_A, {}), p.lora_B, {}).mul_(p.lora_scaling).to(y.scalar_type()));
       return y;
     };
+    // Products of one input (q/k/v, gate/up): with the invariant kernels and no adapter
+    // on them, one parallel region for all (row_linear_many: the same bits, one thread
+    // hand-off instead of three or two per layer).
+    auto projs = [&](const at::Tensor& in, std::initializer_list<const LinearImpl*> ps) {
+      std::vector<at::Tensor> out;
+      bool fuse = inv;
+      for (const LinearImpl* p : ps) fuse = fuse && !p->adapted();
+      if (fuse) {
+        std::vector<at::Tensor> ws, bs;
+        for (const LinearImpl* p : ps) {
+          ws.push_back(p->weight);
+          bs.push_back(p->bias);
+        }
+        return detail::row_linear_many(in, ws, bs, pool);
+      }
+      for (const LinearImpl* p : ps) out.push_back(proj(in, *p));
+      return out;
+    };
     auto [cos, sin] = rope_table(L.max_pos);
     for (size_t l = 0; l < layers.size(); ++l) {
       DecoderLayerImpl& layer = *layers[l];
       AttentionImpl& a = *layer.self_attn;
       at::Tensor h = detail::rms_norm_rows(x, layer.input_layernorm->weight, eps);
-      at::Tensor q = proj(h, *a.q_proj);
-      at::Tensor k = proj(h, *a.k_proj);
-      at::Tensor v = proj(h, *a.v_proj);
+      const std::vector<at::Tensor> qkv = projs(h, {a.q_proj.get(), a.k_proj.get(), a.v_proj.get()});
+      const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
       at::Tensor o = detail::paged_attention(q, k, v, a.q_norm ? a.q_norm->weight : at::Tensor(),
                                              a.k_norm ? a.k_norm->weight : at::Tensor(), eps, cos, sin,
                                              cache.k(static_cast<int64_t>(l)), cache.v(static_cast<int64_t>(l)), L,
@@ -775,11 +792,12 @@ at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vec
       x = x + proj(o, *a.o_proj);
       MLPImpl& mlp = *layer.mlp;
       h = detail::rms_norm_rows(x, layer.post_attention_layernorm->weight, eps);
-      at::Tensor g = proj(h, *mlp.gate_proj);
+      std::vector<at::Tensor> gu = projs(h, {mlp.gate_proj.get(), mlp.up_proj.get()});
+      at::Tensor& g = gu[0];
       if (inv)
-        detail::silu_mul_rows_(g, proj(h, *mlp.up_proj), pool);
+        detail::silu_mul_rows_(g, gu[1], pool);
       else
-        at::silu_(g).mul_(proj(h, *mlp.up_proj));
+        at::silu_(g).mul_(gu[1]);
       x = x + proj(g, *mlp.down_proj);
     }
     at::Tensor hl = x.index_select(0, at::from_blob(last.data(), {B}, lopts).clone());  // [B,H]
