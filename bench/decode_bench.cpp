@@ -4,13 +4,16 @@
 //
 //   build/bench/decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16]
 //                            [--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products]
-//                            [--model DIR] [--prefill 512]
+//                            [--model DIR] [--prefill 512] [--hugepages]
 //
 // 1. Bandwidth: a STREAM-style read (sum of a 1 GiB buffer, AVX2 when the CPU has it),
 //    1..--threads threads, best of --reps: the bound below is bytes / this rate.
+//    --hugepages: the buffer and the products' weights in transparent huge pages
+//    (madvise; the engine's weights stay as loaded), to see what the TLB costs.
 // 2. Products: one decode step's linear layers of Qwen3-0.6B's shape (28 layers of
 //    q/k/v/o/gate/up/down, each its own weights, and the 151936 x 1024 head: 596M
-//    weights, far beyond any cache) through model::detail::row_linear at N rows. It
+//    weights, far beyond any cache) through model::detail::row_linear at N rows, q/k/v
+//    and gate/up each in one region (row_linear_many) as the engine runs them. It
 //    validates first (every shape's output against at::linear in fp64, relative error
 //    within 1e-4 fp32 / 1e-2 bf16; row 0 of N rows equal bit for bit to the row alone),
 //    then prints the step's time, its GB/s and the fraction of the measured bandwidth.
@@ -28,7 +31,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -47,6 +52,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #endif
+#include <sys/mman.h>
 
 using namespace agentr1;
 
@@ -63,12 +69,13 @@ struct Args {
   bool products = true;
   std::string model;   // a model directory instead of a random model of the 0.6B shape
   int prefill = 512;   // prompt tokens of the prefill measurement (0 = skip)
+  bool hugepages = false;  // bandwidth buffer and product weights in transparent huge pages
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "decode_bench: %s\nusage: decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16] "
-               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products] [--model DIR] [--prefill 512]\n",
+               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products] [--model DIR] [--prefill 512] [--hugepages]\n",
                why);
   std::exit(2);
 }
@@ -110,6 +117,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--no-products") a.products = false;
     else if (k == "--model") a.model = val();
     else if (k == "--prefill") a.prefill = std::atoi(val().c_str());
+    else if (k == "--hugepages") a.hugepages = true;
     else usage(("unknown argument " + k).c_str());
   }
   for (const auto& d : a.dtypes)
@@ -145,15 +153,56 @@ float sum_plain(const float* p, size_t n) {
   return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
 }
 
-// Read bandwidth in bytes/s with `threads` threads, best of `reps`.
-double read_bandwidth(int threads, int reps) {
+bool g_hugepages = false;
+
+// `bytes` of memory: 64-byte aligned on the allocator's pages, or (huge) on 2 MiB
+// boundaries advised into transparent huge pages before it is touched, so that its
+// faults take huge pages where THP allows.
+void* bench_alloc(size_t bytes, bool huge) {
+  const size_t align = huge ? size_t{2} << 20 : 64;
+  const size_t size = (bytes + align - 1) / align * align;
+  void* q = std::aligned_alloc(align, size);
+  if (q == nullptr) {
+    std::fprintf(stderr, "decode_bench: cannot allocate %zu bytes\n", size);
+    std::exit(1);
+  }
+  if (huge && ::madvise(q, size, MADV_HUGEPAGE) != 0)
+    std::fprintf(stderr, "decode_bench: madvise(MADV_HUGEPAGE) failed: %s\n", std::strerror(errno));
+  return q;
+}
+
+// The machine's THP mode and how much of this process sits in huge pages (kB).
+std::string hugepage_state() {
+  std::string mode = "?", line;
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  if (thp) std::getline(thp, mode);
+  long kb = -1;
+  std::ifstream smaps("/proc/self/smaps_rollup");
+  while (std::getline(smaps, line))
+    if (line.rfind("AnonHugePages:", 0) == 0) kb = std::atol(line.c_str() + 14);
+  return "THP '" + mode + "', AnonHugePages " + std::to_string(kb) + " kB";
+}
+
+// A copy of w in bench_alloc memory (huge pages with --hugepages).
+at::Tensor bench_copy(const at::Tensor& w) {
+  const size_t bytes = static_cast<size_t>(w.numel() * w.element_size());
+  void* q = bench_alloc(bytes, g_hugepages);
+  std::memcpy(q, w.data_ptr(), bytes);
+  return at::from_blob(q, w.sizes(), [](void* v) { std::free(v); }, w.options());
+}
+
+// Read bandwidth in bytes/s of 1 GiB on 4 KiB pages (huge = false) or on huge pages,
+// with `threads` threads, best of `reps`.
+double read_bandwidth_of(int threads, int reps, bool huge) {
   const size_t n = size_t{1} << 28;  // 1 GiB of floats, allocated and filled once
-  static float* p = [&] {
-    float* q = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
-    if (q == nullptr) usage("cannot allocate 1 GiB for the bandwidth test");
+  auto make = [&](bool h) {
+    float* q = static_cast<float*>(bench_alloc(n * sizeof(float), h));
     for (size_t i = 0; i < n; ++i) q[i] = 1.0f;
     return q;
-  }();
+  };
+  static float* p4k = make(false);
+  static float* p2m = make(true);
+  const float* p = huge ? p2m : p4k;
 #if defined(__x86_64__) && defined(__GNUC__)
   const bool avx2 = __builtin_cpu_supports("avx2");
 #endif
@@ -180,6 +229,11 @@ double read_bandwidth(int threads, int reps) {
   return static_cast<double>(n * sizeof(float)) / best;
 }
 
+// The bound's bandwidth: the best of both page sizes (the most this machine reads).
+double read_bandwidth(int threads, int reps) {
+  return std::max(read_bandwidth_of(threads, reps, false), read_bandwidth_of(threads, reps, true));
+}
+
 // ---- 2. products -----------------------------------------------------------------
 
 
@@ -191,7 +245,7 @@ std::vector<at::Tensor> step_weights(const model::ModelConfig& c, at::ScalarType
   const int64_t H = c.hidden_size, I = c.intermediate_size, q = c.num_attention_heads * c.head_dim,
                 kv = c.num_key_value_heads * c.head_dim;
   auto make = [&](int64_t o, int64_t k) {
-    ws.push_back((at::randn({o, k}, gen, at::TensorOptions().dtype(at::kFloat)) * 0.02).to(dt).contiguous());
+    ws.push_back(bench_copy((at::randn({o, k}, gen, at::TensorOptions().dtype(at::kFloat)) * 0.02).to(dt).contiguous()));
   };
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     make(q, H);
@@ -206,16 +260,25 @@ std::vector<at::Tensor> step_weights(const model::ModelConfig& c, at::ScalarType
   return ws;
 }
 
-// The products of one step at N rows (inputs of the right widths, reused).
+// The products of one step at N rows (inputs of the right widths, reused), grouped as
+// the engine runs them: per layer q/k/v in one region, o, gate/up in one, down; then
+// the head.
 double step_products(const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& xs, model::SpinPool& pool) {
+  auto input = [&](const at::Tensor& w) -> const at::Tensor& {
+    return xs[static_cast<size_t>(w.size(1) == xs[0].size(1) ? 0 : w.size(1) == xs[1].size(1) ? 1 : 2)];
+  };
   const double t0 = now_s();
-  for (size_t i = 0; i < ws.size(); ++i) {
-    const at::Tensor y = model::detail::row_linear(xs[static_cast<size_t>(ws[i].size(1) == xs[0].size(1) ? 0
-                                                                          : ws[i].size(1) == xs[1].size(1) ? 1
-                                                                                                           : 2)],
-                                                   ws[i], {}, &pool);
-    (void)y;
+  size_t i = 0;
+  for (; i + 7 <= ws.size(); i += 7) {
+    for (const auto& [first, count] : {std::pair<size_t, size_t>{0, 3}, {3, 1}, {4, 2}, {6, 1}}) {
+      const std::vector<at::Tensor> group(ws.begin() + static_cast<long>(i + first),
+                                          ws.begin() + static_cast<long>(i + first + count));
+      const std::vector<at::Tensor> ys =
+          model::detail::row_linear_many(input(group[0]), group, std::vector<at::Tensor>(count), &pool);
+      (void)ys;
+    }
   }
+  for (; i < ws.size(); ++i) (void)model::detail::row_linear(input(ws[i]), ws[i], {}, &pool);
   return now_s() - t0;
 }
 
@@ -240,6 +303,21 @@ bool validate_products(const std::vector<at::Tensor>& ws, at::ScalarType dt, mod
       return false;
     }
   }
+  // The grouped products the step times (q/k/v, gate/up): each the bits of its product alone.
+  for (const auto& [first, count] : {std::pair<size_t, size_t>{0, 3}, {4, 2}}) {
+    const std::vector<at::Tensor> group(ws.begin() + static_cast<long>(first),
+                                        ws.begin() + static_cast<long>(first + count));
+    const at::Tensor x = at::randn({3, group[0].size(1)}, gen, at::TensorOptions().dtype(at::kFloat)).to(dt);
+    const std::vector<at::Tensor> ys = model::detail::row_linear_many(x, group, std::vector<at::Tensor>(count), &pool);
+    for (size_t j = 0; j < count; ++j) {
+      const at::Tensor alone = model::detail::row_linear(x, group[j], {}, &pool);
+      if (std::memcmp(alone.data_ptr(), ys[j].data_ptr(), static_cast<size_t>(alone.numel() * alone.element_size())) !=
+          0) {
+        std::printf("FAIL: product %zu computed in a group differs from it alone\n", first + j);
+        return false;
+      }
+    }
+  }
   return true;
 }
 
@@ -250,8 +328,9 @@ struct EngineRun {
   std::vector<GenResult> out;
 };
 
-EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threads, int reps) {
+EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threads, int reps, bool huge_pages) {
   rollout::EngineOptions o;
+  o.huge_pages = huge_pages;
   o.max_batch = batch;
   o.max_context = 64 + max_new;
   o.prefix_cache = false;
@@ -290,12 +369,17 @@ EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threa
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  g_hugepages = a.hugepages;
   at::set_num_threads(1);
   std::printf("decode_bench: %s, %d threads, load %s\n", bench::cpu_name().c_str(), a.threads,
               bench::load_average().c_str());
 
-  std::printf("\n## Read bandwidth (1 GiB, best of %d)\n\n| threads | GB/s |\n|--:|--:|\n", a.reps);
-  for (int t = 1; t <= a.threads; ++t) std::printf("| %d | %.1f |\n", t, read_bandwidth(t, a.reps) / 1e9);
+  std::printf("\n## Read bandwidth (1 GiB, best of %d; the bound below takes the better page size)\n\n"
+              "| threads | 4 KiB pages GB/s | huge pages GB/s |\n|--:|--:|--:|\n", a.reps);
+  for (int t = 1; t <= a.threads; ++t)
+    std::printf("| %d | %.1f | %.1f |\n", t, read_bandwidth_of(t, a.reps, false) / 1e9,
+                read_bandwidth_of(t, a.reps, true) / 1e9);
+  std::printf("\n%s (after the bandwidth buffers)\n", hugepage_state().c_str());
 
   const model::ModelConfig c = bench::qwen3_06b_shape();
   model::SpinPool pool(a.threads);
@@ -314,6 +398,7 @@ int main(int argc, char** argv) {
     double bytes = 0;
     for (const auto& w : ws) bytes += static_cast<double>(w.numel() * w.element_size());
     if (!validate_products(ws, dt, pool)) return 1;
+    if (a.hugepages) std::printf("--hugepages: %s (with the %s weights)\n", hugepage_state().c_str(), dn.c_str());
     for (int n : a.rows)
     for (auto isa : isas)
     for (bool prefetch : {true, false}) {
@@ -347,7 +432,7 @@ int main(int argc, char** argv) {
 
   if (!a.engine) return 0;
   std::printf("\n## Engine decode, random Qwen3-0.6B-shape model, greedy, %d new tokens per row\n\n", a.max_new);
-  std::printf("| dtype | rows | decode tok/s | bound tok/s | of bound |\n|---|--:|--:|--:|--:|\n");
+  std::printf("| dtype | weights on | rows | decode tok/s | bound tok/s | of bound |\n|---|---|--:|--:|--:|--:|\n");
   for (const auto& dn : a.dtypes) {
     const at::ScalarType dt = dn == "fp32" ? at::kFloat : at::kBFloat16;
     torch::manual_seed(1);
@@ -365,20 +450,30 @@ int main(int argc, char** argv) {
     bytes -= static_cast<double>(mc.vocab_size * mc.hidden_size) * (dt == at::kFloat ? 4 : 2) *
              (mc.tie_word_embeddings ? 0 : 1);  // an untied embedding is read per token, not per row
     std::vector<GenResult> first;
-    for (int b : a.engine_batches) {
-      EngineRun r = engine_decode(m, b, a.max_new, a.threads, a.reps);
-      if (first.empty()) first = r.out;
-      // Batch invariance: row 0 decodes the same tokens whatever the batch.
-      if (r.out[0].token_ids != first[0].token_ids) {
-        std::printf("FAIL: %s row 0 at batch %d differs from batch %d\n", dn.c_str(), b, a.engine_batches[0]);
-        return 1;
+    std::vector<double> small_pages;
+    // First with the weights where the loader put them (EngineOptions::huge_pages off),
+    // then with the engine's default, which moves them into huge pages (they stay there).
+    for (bool huge : {false, true}) {
+      for (size_t bi = 0; bi < a.engine_batches.size(); ++bi) {
+        const int b = a.engine_batches[bi];
+        EngineRun r = engine_decode(m, b, a.max_new, a.threads, a.reps, huge);
+        if (first.empty()) first = r.out;
+        // Batch invariance (and the move keeping the bits): row 0 decodes the same tokens.
+        if (r.out[0].token_ids != first[0].token_ids) {
+          std::printf("FAIL: %s row 0 at batch %d (%s) differs from batch %d on 4 KiB pages\n", dn.c_str(), b,
+                      huge ? "huge pages" : "4 KiB pages", a.engine_batches[0]);
+          return 1;
+        }
+        double bw_here = 0;
+        for (int rep = 0; rep < a.reps; ++rep) bw_here = std::max(bw_here, read_bandwidth(a.threads, 1));
+        const double bound = b * bw_here / bytes;
+        std::printf("| %s | %s | %d | %.1f | %.1f | %.0f%% |", dn.c_str(), huge ? "huge pages" : "4 KiB pages", b,
+                    r.decode_tok_s, bound, 100.0 * r.decode_tok_s / bound);
+        if (huge) std::printf(" %.2fx the 4 KiB pages' tok/s", r.decode_tok_s / small_pages[bi]);
+        else small_pages.push_back(r.decode_tok_s);
+        std::printf("\n");
+        std::fflush(stdout);
       }
-      double bw_here = 0;
-      for (int r = 0; r < a.reps; ++r) bw_here = std::max(bw_here, read_bandwidth(a.threads, 1));
-      const double bound = b * bw_here / bytes;
-      std::printf("| %s | %d | %.1f | %.1f | %.0f%% |\n", dn.c_str(), b, r.decode_tok_s, bound,
-                  100.0 * r.decode_tok_s / bound);
-      std::fflush(stdout);
     }
     if (a.prefill > 0) {
       rollout::EngineOptions o;

@@ -1,5 +1,7 @@
 #include "agentr1/rollout/engine.h"
 
+#include "agentr1/model/huge_pages.h"
+
 #include <algorithm>
 #include <exception>
 #include <utility>
@@ -97,6 +99,15 @@ Engine::Engine(model::Transformer model, EngineOptions options)
       cache_(model_->config(), options_.n_blocks, options_.block_size, *options_.kv_dtype, device_),
       pool_(options_.n_blocks, options_.block_size, options_.prefix_cache) {
   cache_.batch_invariant = options_.batch_invariant;
+  if (options_.huge_pages && device_.is_cpu()) {
+    const model::HugePageReport hp = model::place_in_huge_pages(*model_);
+    if (hp.tensors > 0) {
+      AGENTR1_LOG(INFO) << "rollout engine: " << hp.tensors << " weight tensors (" << hp.bytes / (1024 * 1024)
+                        << " MiB) moved into memory advised for huge pages (THP '" << hp.thp_mode << "': "
+                        << (hp.huge_bytes < 0 ? std::string("unknown") : std::to_string(hp.huge_bytes / (1024 * 1024)))
+                        << " MiB on huge pages)";
+    }
+  }
   stats_.kv_blocks = options_.n_blocks;
   stats_.kv_block_bytes = static_cast<int64_t>(cache_.bytes() / static_cast<size_t>(options_.n_blocks));
   AGENTR1_LOG(INFO) << "rollout engine: max_batch " << options_.max_batch << ", max_context "

@@ -91,6 +91,12 @@ struct EngineOptions {
   int nice = 0;              // > 0: the worker (and its helpers) run at this lower
                              // scheduling priority (1..19), so a learner computing beside
                              // an asynchronous engine keeps the cores it wants
+  bool huge_pages = true;    // CPU models: the constructor moves the weights into
+                             // transparent huge pages (model::place_in_huge_pages; a 0.6B
+                             // bf16 model's decode products 1.4x faster on a VM): the same
+                             // tensors and bits, copied storage by storage; nothing moved
+                             // below 2 MiB, if shared outside the module, or where THP is
+                             // "never". Nothing else may compute on the model meanwhile
   int threads = 0;           // compute threads of the worker; 0 = its creator's
                              // at::get_num_threads() (an asynchronous rollout engine may get
                              // fewer, leaving cores to the learner)
