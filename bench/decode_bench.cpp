@@ -34,6 +34,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -234,6 +235,100 @@ double read_bandwidth(int threads, int reps) {
   return std::max(read_bandwidth_of(threads, reps, false), read_bandwidth_of(threads, reps, true));
 }
 
+// The bytes a step must read, where they lie: each weight tensor's memory.
+struct Span {
+  const char* p;
+  size_t n;
+};
+
+std::vector<Span> spans_of(const std::vector<at::Tensor>& ts) {
+  std::vector<Span> out;
+  for (const auto& t : ts)
+    out.push_back({static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel() * t.element_size())});
+  return out;
+}
+
+// A sum of n bytes as 64-bit integers (integer adds: no float assist on whatever bit
+// patterns bf16 pairs make), 128 bytes per iteration as the float read above.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) uint64_t sum_bytes_avx2(const char* p, size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  alignas(32) uint64_t o[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(o),
+                     _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+  uint64_t s = o[0] + o[1] + o[2] + o[3];
+  for (; i < n; ++i) s += static_cast<unsigned char>(p[i]);
+  return s;
+}
+#endif
+
+uint64_t sum_bytes_plain(const char* p, size_t n) {
+  uint64_t s = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    s += v;
+  }
+  for (; i < n; ++i) s += static_cast<unsigned char>(p[i]);
+  return s;
+}
+
+uint64_t g_sink = 0;  // keeps the sums alive
+
+// Seconds to read every span `passes` times with the pool's threads, the bytes split
+// evenly over the threads in span order (a STREAM-style read of exactly the step's
+// weights on exactly their pages: the bound the step itself can reach).
+double read_spans(const std::vector<Span>& spans, model::SpinPool& pool, int passes) {
+  size_t total = 0;
+  for (const auto& s : spans) total += s.n;
+  const int threads = pool.threads();
+  std::vector<uint64_t> part(static_cast<size_t>(threads));
+#if defined(__x86_64__) && defined(__GNUC__)
+  const bool avx2 = __builtin_cpu_supports("avx2");
+#else
+  const bool avx2 = false;
+#endif
+  const std::function<void(int64_t, int64_t)> job = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const size_t b = total * static_cast<size_t>(t) / threads, e = total * static_cast<size_t>(t + 1) / threads;
+      uint64_t s = 0;
+      size_t at = 0;
+      for (const auto& sp : spans) {
+        const size_t lo = std::max(b, at), hi = std::min(e, at + sp.n);
+        if (lo < hi) {
+          const char* q = sp.p + (lo - at);
+#if defined(__x86_64__) && defined(__GNUC__)
+          s += avx2 ? sum_bytes_avx2(q, hi - lo) : sum_bytes_plain(q, hi - lo);
+#else
+          s += sum_bytes_plain(q, hi - lo);
+#endif
+        }
+        at += sp.n;
+      }
+      part[static_cast<size_t>(t)] += s;
+    }
+  };
+  const double t0 = now_s();
+  for (int i = 0; i < passes; ++i) pool.parallel_for(threads, job);
+  const double dt = now_s() - t0;
+  for (uint64_t v : part) g_sink += v;
+  return dt;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 // ---- 2. products -----------------------------------------------------------------
 
 
@@ -325,10 +420,13 @@ bool validate_products(const std::vector<at::Tensor>& ws, at::ScalarType dt, mod
 
 struct EngineRun {
   double decode_tok_s = 0;
+  double same_bytes = 0;  // median over reps of (reading the weights as often) / (decoding)
+  double read_gbs = 0;    // median over reps of that read's GB/s
   std::vector<GenResult> out;
 };
 
-EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threads, int reps, bool huge_pages) {
+EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threads, int reps, bool huge_pages,
+                        const std::function<std::vector<Span>()>& weights, model::SpinPool& pool) {
   rollout::EngineOptions o;
   o.huge_pages = huge_pages;
   o.max_batch = batch;
@@ -351,7 +449,15 @@ EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threa
   }
   // The prefill plus one token, timed apart: decode time = full - this. Best of `reps`.
   e.generate(pre);  // warm-up (allocations, RoPE table)
+  // The weights where the engine left them (moved into huge pages or not), read as many
+  // times as the decode steps read them, right after each repetition: the bound of the
+  // same bytes on the same pages at the same moment (this VM's bandwidth swings 1.5x
+  // within a minute, so a bound sampled apart says little about one run).
+  const std::vector<Span> spans = weights();
+  size_t bytes = 0;
+  for (const auto& sp : spans) bytes += sp.n;
   EngineRun r;
+  std::vector<double> ratios, rates;
   for (int rep = 0; rep < reps; ++rep) {
     const double t0 = now_s();
     e.generate(pre);
@@ -359,9 +465,14 @@ EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threa
     const double t1 = now_s();
     r.out = e.generate(reqs);
     const double t_all = now_s() - t1;
-    r.decode_tok_s =
-        std::max(r.decode_tok_s, static_cast<double>(batch) * (max_new - 1) / std::max(1e-9, t_all - t_pre));
+    const double t_decode = std::max(1e-9, t_all - t_pre);
+    r.decode_tok_s = std::max(r.decode_tok_s, static_cast<double>(batch) * (max_new - 1) / t_decode);
+    const double t_read = read_spans(spans, pool, std::max(1, max_new - 1));
+    ratios.push_back(t_read / t_decode);
+    rates.push_back(static_cast<double>(bytes) * std::max(1, max_new - 1) / t_read / 1e9);
   }
+  r.same_bytes = median(ratios);
+  r.read_gbs = median(rates);
   return r;
 }
 
@@ -385,8 +496,8 @@ int main(int argc, char** argv) {
   model::SpinPool pool(a.threads);
   std::printf("\n## One decode step's products, Qwen3-0.6B shape (row_linear, %d threads, best of %d)\n\n", a.threads,
               a.reps);
-  std::printf("| dtype | kernel | rows | weights GB | ms / step | GB/s | of bandwidth | bound tok/s | tok/s |\n");
-  std::printf("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
+  std::printf("| dtype | kernel | rows | weights GB | ms / step | GB/s | of bandwidth | same-bytes read GB/s | of same-bytes read | bound tok/s | tok/s |\n");
+  std::printf("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
   std::vector<model::detail::RowLinearIsa> isas;
   for (auto i : {model::detail::RowLinearIsa::kAvx2, model::detail::RowLinearIsa::kAvx512,
                  model::detail::RowLinearIsa::kAvx512Bf16})
@@ -398,6 +509,7 @@ int main(int argc, char** argv) {
     double bytes = 0;
     for (const auto& w : ws) bytes += static_cast<double>(w.numel() * w.element_size());
     if (!validate_products(ws, dt, pool)) return 1;
+    const std::vector<Span> spans = spans_of(ws);
     if (a.hugepages) std::printf("--hugepages: %s (with the %s weights)\n", hugepage_state().c_str(), dn.c_str());
     for (int n : a.rows)
     for (auto isa : isas)
@@ -414,16 +526,25 @@ int main(int argc, char** argv) {
           at::randn({n, c.intermediate_size}, gen, fo).to(dt)};
       // The bandwidth is sampled beside each repetition (the machine is shared: what
       // other processes take changes both alike); the best of each is kept.
+      // And each step is paired with a read of its own weights right after it (the same
+      // bytes on the same pages): the median of those ratios is the kernels' fraction of
+      // what a plain read of the bytes reaches at that moment.
       double best = 1e30, bw_here = 0;
+      std::vector<double> ratios, reads;
       for (int r = 0; r < a.reps; ++r) {
         bw_here = std::max(bw_here, read_bandwidth(a.threads, 1));
-        best = std::min(best, step_products(ws, xs, pool));
+        for (int pair = 0; pair < 4; ++pair) {
+          const double t = step_products(ws, xs, pool);
+          best = std::min(best, t);
+          reads.push_back(read_spans(spans, pool, 1));
+          ratios.push_back(reads.back() / t);
+        }
       }
       const double bw = bw_here;
       const double gbs = bytes / best / 1e9;
-      std::printf("| %s | %s%s | %d | %.2f | %.1f | %.1f | %.0f%% | %.1f | %.1f |\n", dn.c_str(),
-                  model::detail::row_linear_isa_name(isa), prefetch ? "" : " no-prefetch", n, bytes / 1e9, best * 1e3, gbs, 100.0 * gbs * 1e9 / bw,
-                  n * bw / bytes, n / best);
+      std::printf("| %s | %s%s | %d | %.2f | %.1f | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.1f |\n", dn.c_str(),
+                  model::detail::row_linear_isa_name(isa), prefetch ? "" : " no-prefetch", n, bytes / 1e9, best * 1e3,
+                  gbs, 100.0 * gbs * 1e9 / bw, bytes / median(reads) / 1e9, 100.0 * median(ratios), n * bw / bytes, n / best);
       std::fflush(stdout);
     }
     model::detail::force_row_linear_isa(std::nullopt);
@@ -432,7 +553,8 @@ int main(int argc, char** argv) {
 
   if (!a.engine) return 0;
   std::printf("\n## Engine decode, random Qwen3-0.6B-shape model, greedy, %d new tokens per row\n\n", a.max_new);
-  std::printf("| dtype | weights on | rows | decode tok/s | bound tok/s | of bound |\n|---|---|--:|--:|--:|--:|\n");
+  std::printf("| dtype | weights on | rows | decode tok/s | bound tok/s | of bound | same-bytes read GB/s | of same-bytes read |\n"
+              "|---|---|--:|--:|--:|--:|--:|--:|\n");
   for (const auto& dn : a.dtypes) {
     const at::ScalarType dt = dn == "fp32" ? at::kFloat : at::kBFloat16;
     torch::manual_seed(1);
@@ -456,7 +578,14 @@ int main(int argc, char** argv) {
     for (bool huge : {false, true}) {
       for (size_t bi = 0; bi < a.engine_batches.size(); ++bi) {
         const int b = a.engine_batches[bi];
-        EngineRun r = engine_decode(m, b, a.max_new, a.threads, a.reps, huge);
+        // The bytes `bytes` counts: every parameter, less an untied input embedding.
+        auto weights = [&] {
+          std::vector<at::Tensor> ts;
+          for (const auto& kv : m->named_parameters())
+            if (mc.tie_word_embeddings || kv.key().find("embed_tokens") == std::string::npos) ts.push_back(kv.value());
+          return spans_of(ts);
+        };
+        EngineRun r = engine_decode(m, b, a.max_new, a.threads, a.reps, huge, weights, pool);
         if (first.empty()) first = r.out;
         // Batch invariance (and the move keeping the bits): row 0 decodes the same tokens.
         if (r.out[0].token_ids != first[0].token_ids) {
@@ -467,8 +596,9 @@ int main(int argc, char** argv) {
         double bw_here = 0;
         for (int rep = 0; rep < a.reps; ++rep) bw_here = std::max(bw_here, read_bandwidth(a.threads, 1));
         const double bound = b * bw_here / bytes;
-        std::printf("| %s | %s | %d | %.1f | %.1f | %.0f%% |", dn.c_str(), huge ? "huge pages" : "4 KiB pages", b,
-                    r.decode_tok_s, bound, 100.0 * r.decode_tok_s / bound);
+        std::printf("| %s | %s | %d | %.1f | %.1f | %.0f%% | %.1f | %.0f%% |", dn.c_str(),
+                    huge ? "huge pages" : "4 KiB pages", b, r.decode_tok_s, bound, 100.0 * r.decode_tok_s / bound,
+                    r.read_gbs, 100.0 * r.same_bytes);
         if (huge) std::printf(" %.2fx the 4 KiB pages' tok/s", r.decode_tok_s / small_pages[bi]);
         else small_pages.push_back(r.decode_tok_s);
         std::printf("\n");

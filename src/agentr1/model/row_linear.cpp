@@ -39,7 +39,7 @@ constexpr int kTileRows = 4;  // rows of x per register tile (the last 1-3 rows 
 constexpr int cols_for(int rows) { return rows == 1 ? 8 : rows == 2 ? 6 : rows == 3 ? 4 : 3; }
 constexpr int kMaxTileCols = 8;
 constexpr int kTileOut = 12;   // max over R of R x cols_for(R)
-constexpr int kColUnit = 48;   // lcm of the widths (AVX2 8,6,4,3; AVX-512 16,12,8,6): threads get whole tiles
+constexpr int kColUnit = 48;   // a multiple of the widths (AVX2 8,6,4,3; AVX-512 12,8,6): threads get whole tiles
 // Work below this many multiply-adds runs on the calling thread (a parallel region costs
 // more than it saves; the same threshold as paged_attention's grains).
 constexpr int64_t kSerialMacs = int64_t{1} << 17;
@@ -252,6 +252,28 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
+  if constexpr (R == 1) {
+    // One row: the pairs one after another over all of K, the next pair's columns
+    // fetched while one computes (as tile_dp's one-row path; the same steps per
+    // accumulator in the same order as below).
+    const int64_t pair_bytes = 2 * K * static_cast<int64_t>(sizeof(W));
+    for (int p = 0; p < P; ++p) {
+      const W* wa = w + (2 * p) * K;
+      const W* wb = wa + K;
+      const char* pf = p + 1 < P ? reinterpret_cast<const char*>(w + (2 * p + 2) * K) : ahead.p;
+      const char* pf_end =
+          p + 1 < P ? pf + pair_bytes : ahead.p == nullptr ? nullptr : std::min(ahead.end, ahead.p + pair_bytes);
+      for (int64_t k = 0; k < K8; k += kLanes) {
+        if (pf < pf_end) {
+          _mm_prefetch(pf, _MM_HINT_T0);
+          pf += 64;
+        }
+        acc[0][p] = _mm512_fmadd_ps(_mm512_broadcast_f32x8(_mm256_loadu_ps(x + k)), load_pair(wa + k, wb + k), acc[0][p]);
+      }
+    }
+    finish_pair_tile<1, P>(acc, x, w, K, out);
+    return;
+  }
   for (int64_t k = 0; k < K8; k += kLanes) {
     for (int i = 0; i < ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
       _mm_prefetch(ahead.p, _MM_HINT_T0);
@@ -270,8 +292,9 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
 
 #pragma GCC pop_options
 
-// Rows per AVX-512 tile (1..8) -> column pairs: accumulators + pairs + 1 fit 32 registers.
-constexpr int pairs_for(int rows) { return rows == 1 ? 8 : rows == 2 ? 6 : rows <= 4 ? 4 : 3; }
+// Rows per AVX-512 tile (1..8) -> column pairs: accumulators + pairs + 1 fit 32 registers
+// (one row: 4 pairs, streamed one pair at a time).
+constexpr int pairs_for(int rows) { return rows == 1 ? 4 : rows == 2 ? 6 : rows <= 4 ? 4 : 3; }
 constexpr int kTileRows512 = 8;
 
 template <typename W>
@@ -309,6 +332,22 @@ inline __m512i dp_interleave() {
                                                24, 16, 25, 17, 26, 18, 27, 19, 28, 20, 29, 21, 30, 22, 31, 23};
   return _mm512_load_si512(idx);
 }
+
+// The same interleave from two columns' 32-word lines a (words 0-31) and b (32-63):
+// words `base`..base+15 of a into the low 256 bits, of b into the high 256 bits.
+struct alignas(64) Interleave2 {
+  uint16_t idx[32];
+  constexpr explicit Interleave2(int base) : idx{} {
+    for (int u = 0; u < 8; ++u) {
+      idx[2 * u] = static_cast<uint16_t>(base + 8 + u);
+      idx[2 * u + 1] = static_cast<uint16_t>(base + u);
+      idx[16 + 2 * u] = static_cast<uint16_t>(32 + base + 8 + u);
+      idx[16 + 2 * u + 1] = static_cast<uint16_t>(32 + base + u);
+    }
+  }
+};
+inline constexpr Interleave2 kInterleaveLo{0}, kInterleaveHi{16};
+inline __m512i dp_interleave2(const Interleave2& t) { return _mm512_load_si512(t.idx); }
 
 // x [N,K] bf16 -> [N, Kp] words, Kp = K8 rounded up to 16, each 16-block interleaved as
 // the weights are, a last lone 8-step as (0, x[k+u]).
@@ -357,7 +396,66 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
     }
   };
   __m512i wv[P];
-  for (int64_t k = 0; k < K16; k += 16) {
+  const __m512i idx_lo = dp_interleave2(kInterleaveLo), idx_hi = dp_interleave2(kInterleaveHi);
+  if constexpr (R == 1) {
+    // One row (batch-1 decode, bound by how fast the weights stream in): the pairs one
+    // after another, each over all of K, so that two columns' lines stream at a time
+    // instead of 2P (the hardware prefetcher keeps up with two streams and lags behind
+    // eight: bench/decode_bench's same-bytes fraction), and the tile is finished once for
+    // its 2P columns. Each accumulator sees the same steps in the same order as below.
+    // While a pair computes, the next pair's two columns are fetched (the next tile's
+    // first pair for the last one), 2 lines per 32 k: one stream just ahead of the reads.
+    const int64_t pair_bytes = 2 * K * static_cast<int64_t>(sizeof(uint16_t));
+    for (int p = 0; p < P; ++p) {
+      const uint16_t* wa = wq + (2 * p) * K;
+      const uint16_t* wb = wa + K;
+      const char* pf = p + 1 < P ? reinterpret_cast<const char*>(wq + (2 * p + 2) * K) : ahead.p;
+      const char* pf_end =
+          p + 1 < P ? pf + pair_bytes : ahead.p == nullptr ? nullptr : std::min(ahead.end, ahead.p + pair_bytes);
+      int64_t k = 0;
+      for (; k + 32 <= K16; k += 32) {
+        for (int i = 0; i < 2 && pf < pf_end; ++i, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
+        const __m512i a = _mm512_loadu_si512(wa + k), b = _mm512_loadu_si512(wb + k);
+        const __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k)));
+        const __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k + 16)));
+        acc[0][p] = _mm512_dpbf16_ps(acc[0][p], (__m512bh)xlo, (__m512bh)_mm512_permutex2var_epi16(a, idx_lo, b));
+        acc[0][p] = _mm512_dpbf16_ps(acc[0][p], (__m512bh)xhi, (__m512bh)_mm512_permutex2var_epi16(a, idx_hi, b));
+      }
+      for (; k < K16; k += 16) {
+        const __m512i raw = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wa + k))),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + k)), 1);
+        const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k)));
+        acc[0][p] = _mm512_dpbf16_ps(acc[0][p], (__m512bh)xv, (__m512bh)_mm512_permutexvar_epi16(idx, raw));
+      }
+      if (K8 > K16) {
+        const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + K16)));
+        const __m512i lone = _mm512_castps_si512(load_pair(w + (2 * p) * K + K16, w + (2 * p + 1) * K + K16));
+        acc[0][p] = _mm512_dpbf16_ps(acc[0][p], (__m512bh)xv, (__m512bh)lone);
+      }
+    }
+    finish_pair_tile<1, P>(acc, x, w, K, out);
+    return;
+  }
+  // 32 k at a time: each column's whole 64-byte line loaded once, and one vpermt2w per
+  // pair and 16 k builds the interleaved pair from two columns' lines (the same
+  // registers as the 16-k step below, so the same instructions on the same operands in
+  // the same order: the same bits), half the shuffles and loads of two 16-k steps.
+  int64_t k = 0;
+  for (; k + 32 <= K16; k += 32) {
+    for (int i = 0; i < 4 * ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
+      _mm_prefetch(ahead.p, _MM_HINT_T0);
+    __m512i hi[P];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) {
+      const __m512i a = _mm512_loadu_si512(wq + (2 * p) * K + k), b = _mm512_loadu_si512(wq + (2 * p + 1) * K + k);
+      wv[p] = _mm512_permutex2var_epi16(a, idx_lo, b);
+      hi[p] = _mm512_permutex2var_epi16(a, idx_hi, b);
+    }
+    step(wv, k);
+    step(hi, k + 16);
+  }
+  for (; k < K16; k += 16) {
     for (int i = 0; i < 2 * ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
       _mm_prefetch(ahead.p, _MM_HINT_T0);
 #pragma GCC unroll 8
@@ -379,8 +477,7 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
 
 #pragma GCC pop_options
 
-// One row streams the weights faster through 8 columns than 16 (as the AVX2 1x8 tile).
-constexpr int dp_pairs_for(int rows) { return rows == 1 ? 4 : pairs_for(rows); }
+constexpr int dp_pairs_for(int rows) { return pairs_for(rows); }
 
 using DpTileFn = void (*)(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16* w, int64_t K,
                           float* out, Ahead& ahead);
@@ -532,10 +629,9 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
   for (int64_t r0 = 0; r0 < N; r0 += row_block) {
     const int64_t r1 = std::min(N, r0 + row_block);
 #if AGENTR1_ROW_LINEAR_AVX2
-    // One row (batch-1 decode) streams the weights faster through the AVX2 tile's 8
-    // columns than through 16 (bench/decode_bench: 17 against 14 tokens/s in the engine,
-    // fp32, 0.6B shape); the arithmetic is the same.
-    if ((isa == RowLinearIsa::kAvx512 || isa == RowLinearIsa::kAvx512Bf16) && N >= 2) {
+    // One row (batch-1 decode) takes the 8-column tile whose pairs stream one after
+    // another (tile_avx512's one-row path); the arithmetic is the same.
+    if ((isa == RowLinearIsa::kAvx512 || isa == RowLinearIsa::kAvx512Bf16) && N >= 1) {
       // Column chunks of kColUnit (a multiple of every tile width; its weights stay in
       // the L2 cache), and within a chunk groups of 8 rows, then the last 1-7: weights
       // come from memory once per call whatever the rows. Columns short of a whole tile
@@ -604,7 +700,11 @@ std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<a
   }
 #endif
   const uint16_t* xq = xqbuf.empty() ? nullptr : xqbuf.data();
-  // Product i owns the column units [first[i], first[i + 1]) of the joint range.
+  // Product i owns the column units [first[i], first[i + 1]) of the joint range. One row
+  // has no row groups to keep weights in the cache for, so its units are one 8-column
+  // tile (the threads' halves then differ by at most a tile, not up to a 48-column unit:
+  // a k/v, o or down product of 1024 columns is 21.3 units of 48).
+  const int64_t unit = N == 1 ? 8 : kColUnit;
   const size_t P = ws.size();
   std::vector<at::Tensor> ys(P);
   std::vector<int64_t> first(P + 1, 0);
@@ -612,7 +712,7 @@ std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<a
   for (size_t i = 0; i < P; ++i) {
     const int64_t O = ws[i].size(0);
     ys[i] = at::empty({N, O}, x.options());
-    first[i + 1] = first[i] + (O + kColUnit - 1) / kColUnit;
+    first[i + 1] = first[i] + (O + unit - 1) / unit;
     macs += N * K * O;
   }
   std::vector<const T*> wp(P), bp(P);
@@ -627,7 +727,7 @@ std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<a
       const int64_t lo = std::max(u0, first[i]) - first[i], hi = std::min(u1, first[i + 1]) - first[i];
       if (lo >= hi) continue;
       const int64_t O = ws[i].size(0);
-      columns<T>(xf, xq, Kp, N, K, wp[i], bp[i], yp[i], O, lo * kColUnit, std::min(O, hi * kColUnit), isa);
+      columns<T>(xf, xq, Kp, N, K, wp[i], bp[i], yp[i], O, lo * unit, std::min(O, hi * unit), isa);
     }
   };
   const int64_t units = first[P];
@@ -636,7 +736,7 @@ std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<a
   } else if (pool != nullptr) {
     pool->parallel_for(units, run);
   } else {
-    at::parallel_for(0, units, std::max<int64_t>(1, kSerialMacs / (N * K * kColUnit)), run);
+    at::parallel_for(0, units, std::max<int64_t>(1, kSerialMacs / (N * K * unit)), run);
   }
   return ys;
 }

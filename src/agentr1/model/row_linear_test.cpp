@@ -80,11 +80,14 @@ struct ForcedIsa {
 
 // Every tile shape of every ISA: rows 1..17 (full 4- and 8-row tiles and every
 // remainder), column counts that leave every remainder width (and fewer columns than one
-// tile), K with and without a tail below 8.
+// tile), K with and without a tail below 8; for the AVX-512 BF16 tiles' 32-k steps, K
+// that leaves a 16-k step after them (16, 48, 88) with and without a lone 8-k step, on
+// one row (whose tiles stream their column pairs one after another) and on several.
 TEST_P(RowLinear, EveryIsaEqualsPortableDefinitionBitForBit) {
   const at::ScalarType dt = GetParam();
   std::vector<Shape> shapes = {Shape{1, 64, 96, false}, Shape{5, 37, 11, true}, Shape{66, 300, 131, true},
-                               Shape{9, 7, 2, false}};
+                               Shape{9, 7, 2, false},   Shape{1, 88, 50, true},  Shape{1, 16, 24, false},
+                               Shape{3, 48, 20, false}, Shape{8, 56, 17, true},  Shape{1, 1030, 64, true}};
   for (int64_t n = 1; n <= 17; ++n) shapes.push_back(Shape{n, n % 2 ? 72 : 45, 47 + 3 * n, n % 3 == 0});
   SpinPool pool(2);
   for (RowLinearIsa isa : supported_isas()) {
