@@ -135,8 +135,19 @@ check "init-model writes HF layout" test -f "$tmp/model/model.safetensors" -a -f
   -a -f "$tmp/model/tokenizer.json"
 echo '[1, 2, 3, 4]' | "$bin" score --model "$tmp/model" --threads 1 >"$tmp/lp.jsonl"
 check "score: 3 log-probs" python3 -c "import json,sys; v=json.load(open('$tmp/lp.jsonl')); sys.exit(0 if len(v)==3 and all(x<0 for x in v) else 1)"
-"$bin" generate --model "$tmp/model" --prompt "hi" --max-new-tokens 4 --temperature 0 --threads 1 >"$tmp/gen.txt"
+"$bin" generate --model "$tmp/model" --prompt "hi" --max-new-tokens 4 --temperature 0 --threads 1 >"$tmp/gen.txt" \
+  2>"$tmp/gen.err"
 check "generate runs" test $? -eq 0
+# The model's embedding (the Qwen3 vocabulary x 32, fp32: ~19 MiB) moves into huge pages by default
+# (unless THP is "never" here); --no-huge-pages leaves it, and the tokens are the same.
+"$bin" generate --model "$tmp/model" --prompt "hi" --max-new-tokens 4 --temperature 0 --threads 1 --no-huge-pages \
+  >"$tmp/gen_nohp.txt" 2>"$tmp/gen_nohp.err"
+check "generate --no-huge-pages: the same tokens" cmp -s "$tmp/gen.txt" "$tmp/gen_nohp.txt"
+check "generate --no-huge-pages: nothing moved" bash -c "! grep -q 'advised for huge pages' '$tmp/gen_nohp.err'"
+thp=/sys/kernel/mm/transparent_hugepage/enabled
+if [[ -r $thp ]] && ! grep -q '\[never\]' "$thp"; then
+  check "generate: the weights moved into huge pages by default" grep -q 'advised for huge pages' "$tmp/gen.err"
+fi
 "$bin" generate --model "$tmp/model" --prompt "hi" --chat --no-thinking --max-new-tokens 2 --temperature 0 \
   --threads 1 >/dev/null 2>&1
 check "generate --chat --no-thinking runs" test $? -eq 0

@@ -49,6 +49,7 @@ struct GenerateOpts {
   int threads = 0;             // torch threads, 0 = all cores
   std::string dtype = "fp32";  // weights / KV-cache dtype
   bool json_out = false;       // print ids, log-probs and finish reason as one JSON line
+  bool huge_pages = true;      // the weights in transparent huge pages (rollout::EngineOptions::huge_pages)
 };
 
 int run_generate(const GenerateOpts& o) {
@@ -101,6 +102,7 @@ int run_generate(const GenerateOpts& o) {
   rollout::EngineOptions eo;
   eo.max_batch = 1;
   eo.prefix_cache = false;
+  eo.huge_pages = o.huge_pages;
   size_t longest = 0;
   for (const TokenIds& p : prompts) longest = std::max(longest, p.size());
   const int64_t want = static_cast<int64_t>(longest) + o.max_new_tokens;
@@ -172,6 +174,10 @@ agentr1::cli::Registrar reg("generate", "Sample a completion from a model direct
   app.add_option("--stop", o->stop, "Stop string (repeatable)");
   app.add_option("--threads", o->threads, "Torch threads, 0 = all cores")->capture_default_str();
   app.add_option("--dtype", o->dtype, "Weights dtype: fp32 | bf16 | fp16")->capture_default_str();
+  app.add_flag("--huge-pages,!--no-huge-pages", o->huge_pages,
+               "Move the weights into transparent huge pages before decoding (the same bits; faster where THP "
+               "is 'madvise'; the default). --no-huge-pages: leave them as loaded")
+      ->capture_default_str();
   app.add_flag("--json", o->json_out,
                "Print one JSON line {prompt_ids, token_ids, logprobs, finish, text} instead of the text");
   return [o]() -> int { return run_generate(*o); };

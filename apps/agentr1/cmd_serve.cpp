@@ -74,6 +74,7 @@ struct ServeOpts {
   std::string dtype = "fp32";     // weights / KV-cache dtype
   std::string tool_format;        // chat tool-call format; empty = the template's own (default_tool_format)
   bool batch_invariant = true;    // a request's tokens and log-probs do not depend on what it is batched with
+  bool huge_pages = true;         // the weights in transparent huge pages (rollout::EngineOptions::huge_pages)
 };
 
 std::atomic<int> g_signal{0};
@@ -248,6 +249,7 @@ int run_serve(const ServeOpts& o) {
   eo.max_context = served.max_context;
   eo.n_blocks = o.kv_blocks;
   eo.batch_invariant = o.batch_invariant;
+  eo.huge_pages = o.huge_pages;
   eo.detokenize = [tok](const TokenIds& ids) { return tok.decode(ids); };
   rollout::Engine engine(m, eo);
   const rollout::EngineStats st = engine.stats();
@@ -325,6 +327,10 @@ agentr1::cli::Registrar reg("serve", "Serve a model over the OpenAI API (complet
                "A request's tokens and log-probs are the same bit for bit whatever it is batched with, "
                "cached or not, on any thread count (the engine's batch-invariant kernels; the default). "
                "--no-batch-invariant: BLAS products, whose rounding depends on the batch")
+      ->capture_default_str();
+  app.add_flag("--huge-pages,!--no-huge-pages", o->huge_pages,
+               "Move the weights into transparent huge pages when the engine starts (the same bits; decode "
+               "streams them faster where THP is 'madvise'; the default). --no-huge-pages: leave them as loaded")
       ->capture_default_str();
   app.add_option("--tool-format", o->tool_format,
                  "Tool-call format of chat responses (hermes, llama3_json, deepseek_v3, mistral, gpt_oss); "

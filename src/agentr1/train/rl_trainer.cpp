@@ -133,6 +133,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   eo.max_context = c.rollout.flow.max_prompt_tokens + c.rollout.flow.max_new_tokens;
   eo.prefix_cache = c.rollout.prefix_cache;
   eo.batch_invariant = c.rollout.batch_invariant;
+  eo.huge_pages = c.rollout.huge_pages;
   eo.block_size = c.rollout.kv_block_size;
   eo.n_blocks = memory ? memory->kv_blocks : c.rollout.kv_blocks;
   const text::Tokenizer* tok = tokenizer_.get();

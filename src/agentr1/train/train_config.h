@@ -95,6 +95,8 @@ struct RolloutConfig {
   bool batch_invariant = true;    // engine: every sequence computed as if alone, so its tokens and
                                   // log-probs are bit-identical whatever it is batched with
                                   // (rollout::EngineOptions::batch_invariant; false = BLAS products)
+  bool huge_pages = true;         // engine (CPU): the weights moved into transparent huge pages
+                                  // (rollout::EngineOptions::huge_pages); false = left where loaded
   int kv_block_size = 16;         // engine: KV-cache positions per block
   int kv_blocks = 0;              // engine: KV-cache blocks; 0 = max_batch full-context
                                   // sequences (twice that with prefix_cache)
@@ -139,6 +141,9 @@ struct RolloutConfig {
     v.field("prefix_cache", prefix_cache, "engine: reuse keys/values of shared prefixes");
     v.field("batch_invariant", batch_invariant,
             "engine: tokens and log-probs bit-identical whatever a sequence is batched with (CPU)");
+    v.field("huge_pages", huge_pages,
+            "engine (CPU): move the weights into transparent huge pages (same bits, faster decode where THP "
+            "is 'madvise'); false = leave them where they were loaded");
     v.field("kv_block_size", kv_block_size, "engine: KV-cache positions per block");
     v.field("kv_blocks", kv_blocks, "engine: KV-cache blocks; 0 = enough for max_batch full-context sequences");
     v.field("val_k", val_k, "validation mean@k: samples per held-out prompt (0 = skip)");
