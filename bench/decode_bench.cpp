@@ -467,9 +467,10 @@ EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threa
     const double t_all = now_s() - t1;
     const double t_decode = std::max(1e-9, t_all - t_pre);
     r.decode_tok_s = std::max(r.decode_tok_s, static_cast<double>(batch) * (max_new - 1) / t_decode);
-    const double t_read = read_spans(spans, pool, std::max(1, max_new - 1));
+    if (max_new < 2) continue;  // no decode step to pair a read with
+    const double t_read = read_spans(spans, pool, max_new - 1);
     ratios.push_back(t_read / t_decode);
-    rates.push_back(static_cast<double>(bytes) * std::max(1, max_new - 1) / t_read / 1e9);
+    rates.push_back(static_cast<double>(bytes) * (max_new - 1) / t_read / 1e9);
   }
   r.same_bytes = median(ratios);
   r.read_gbs = median(rates);
@@ -495,7 +496,7 @@ int main(int argc, char** argv) {
   const model::ModelConfig c = bench::qwen3_06b_shape();
   model::SpinPool pool(a.threads);
   std::printf("\n## One decode step's products, Qwen3-0.6B shape (row_linear, %d threads, best of %d)\n\n", a.threads,
-              a.reps);
+              4 * a.reps);
   std::printf("| dtype | kernel | rows | weights GB | ms / step | GB/s | of bandwidth | same-bytes read GB/s | of same-bytes read | bound tok/s | tok/s |\n");
   std::printf("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
   std::vector<model::detail::RowLinearIsa> isas;

@@ -81,18 +81,23 @@ import json, re, sys
 tmp, dtypes = sys.argv[1], sys.argv[2].split(",")
 ours = {}
 for line in open(f"{tmp}/ours.txt"):
-    m = re.match(r"\| (fp32|bf16) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|", line)
-    if m: ours[(m[1], "decode", int(m[2]))] = (float(m[3]), float(m[4]))
+    # decode_bench's engine rows: dtype | weights on | rows | tok/s | bound tok/s | of bound |
+    # same-bytes read GB/s | of same-bytes read |; the engine's default puts them in huge pages.
+    m = re.match(r"\| (fp32|bf16) \| huge pages \| (\d+) \| ([\d.]+) \| ([\d.]+) \| [\d.]+% \| [\d.]+ \| ([\d.]+)% \|", line)
+    if m: ours[(m[1], "decode", int(m[2]))] = (float(m[3]), float(m[4]), float(m[5]))
     m = re.match(r"\| (fp32|bf16) \| prefill (\d+) \| ([\d.]+) prompt", line)
-    if m: ours[(m[1], "prefill", 0)] = (float(m[3]), None)
+    if m: ours[(m[1], "prefill", 0)] = (float(m[3]), None, None)
 def llama(g):
     j = json.loads(open(f"{tmp}/llama-{g}.json").read().strip().splitlines()[-1])
     out = {("decode", d["sequences"]): d["tokens_per_s"] for d in j["decode"]}
     out[("prefill", 0)] = j["prefill"]["tokens_per_s"]
     return out
 print()
-print("| ours | llama.cpp | case | ours tok/s | llama.cpp tok/s | ours / llama.cpp | ours of the bandwidth bound |")
-print("|---|---|---|--:|--:|--:|--:|")
+missing = [k for k in [(dt, "decode", 1) for dt in dtypes] if k not in ours]
+if missing:
+    sys.exit(f"FAIL: decode_bench printed no engine row for {missing} (its table format changed?)")
+print("| ours | llama.cpp | case | ours tok/s | llama.cpp tok/s | ours / llama.cpp | ours of the bandwidth bound | ours of the same-bytes read |")
+print("|---|---|---|--:|--:|--:|--:|--:|")
 for dt in dtypes:
     for g in (["f32"] if dt == "fp32" else ["bf16", "f16"]):
         l = llama(g)
@@ -101,5 +106,6 @@ for dt in dtypes:
             if o is None: continue
             name = f"decode, {case[1]} seq" if case[0] == "decode" else "prefill"
             bound = f"{100 * o[0] / o[1]:.0f}%" if o[1] else ""
-            print(f"| {dt} | {g} | {name} | {o[0]:.1f} | {l[case]:.1f} | {o[0] / l[case]:.2f}x | {bound} |")
+            same = f"{o[2]:.0f}%" if o[2] is not None else ""
+            print(f"| {dt} | {g} | {name} | {o[0]:.1f} | {l[case]:.1f} | {o[0] / l[case]:.2f}x | {bound} | {same} |")
 PY

@@ -75,6 +75,7 @@ struct Ahead {
   const char* p = nullptr;
   const char* end = nullptr;
   int per_step = 0;
+  bool within = true;  // one-row tiles: also fetch the tile's next column pair (off with the switch)
 };
 
 template <typename W>
@@ -260,9 +261,11 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
     for (int p = 0; p < P; ++p) {
       const W* wa = w + (2 * p) * K;
       const W* wb = wa + K;
-      const char* pf = p + 1 < P ? reinterpret_cast<const char*>(w + (2 * p + 2) * K) : ahead.p;
-      const char* pf_end =
-          p + 1 < P ? pf + pair_bytes : ahead.p == nullptr ? nullptr : std::min(ahead.end, ahead.p + pair_bytes);
+      const char* pf = p + 1 < P ? (ahead.within ? reinterpret_cast<const char*>(w + (2 * p + 2) * K) : nullptr)
+                                 : ahead.p;
+      const char* pf_end = p + 1 < P ? (pf == nullptr ? nullptr : pf + pair_bytes)
+                           : ahead.p == nullptr ? nullptr
+                                                : ahead.p + std::min<std::ptrdiff_t>(pair_bytes, ahead.end - ahead.p);
       for (int64_t k = 0; k < K8; k += kLanes) {
         if (pf < pf_end) {
           _mm_prefetch(pf, _MM_HINT_T0);
@@ -317,7 +320,8 @@ bool cpu_has_avx512() {
 // acc = fma(a[2j+1], b[2j+1], acc) then acc = fma(a[2j], b[2j], acc) (the products of
 // two bf16 are exact in fp32; RNE), i.e. two of the contract's steps when lane u of a
 // column holds w[k+u] in its high half and w[k+8+u] in its low half. The weights are
-// interleaved so in registers (one vpermw per column pair and 16 k), x once per call
+// interleaved so in registers (one vpermt2w per column pair and 16 k from two columns'
+// whole lines, or one vpermw for a last 16 k), x once per call
 // (x_dp below), and a last lone step of 8 puts zeros in the low halves (acc + 0 * 0 =
 // acc: an accumulator that starts at +0 is never -0). So these tiles compute the
 // contract's bits, with one difference the instruction imposes: denormal inputs and
@@ -409,9 +413,11 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
     for (int p = 0; p < P; ++p) {
       const uint16_t* wa = wq + (2 * p) * K;
       const uint16_t* wb = wa + K;
-      const char* pf = p + 1 < P ? reinterpret_cast<const char*>(wq + (2 * p + 2) * K) : ahead.p;
-      const char* pf_end =
-          p + 1 < P ? pf + pair_bytes : ahead.p == nullptr ? nullptr : std::min(ahead.end, ahead.p + pair_bytes);
+      const char* pf = p + 1 < P ? (ahead.within ? reinterpret_cast<const char*>(wq + (2 * p + 2) * K) : nullptr)
+                                 : ahead.p;
+      const char* pf_end = p + 1 < P ? (pf == nullptr ? nullptr : pf + pair_bytes)
+                           : ahead.p == nullptr ? nullptr
+                                                : ahead.p + std::min<std::ptrdiff_t>(pair_bytes, ahead.end - ahead.p);
       int64_t k = 0;
       for (; k + 32 <= K16; k += 32) {
         for (int i = 0; i < 2 && pf < pf_end; ++i, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
@@ -559,6 +565,7 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
   const bool prefetch = g_prefetch.load(std::memory_order_relaxed);
   auto ahead_of = [&](int64_t o, int cw, bool first) {
     Ahead a;
+    a.within = prefetch;
     if (!first || !prefetch) return a;
     const int64_t next = o + cw, end = std::min(o1, next + cw);
     if (next >= end) return a;
@@ -613,6 +620,7 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
               spare.assign(static_cast<size_t>(cw * K), c10::BFloat16(0.0f));
               std::copy(w + o * K, w + (o + cc) * K, spare.begin());
               Ahead none;
+              none.within = prefetch;
               fn(xq + r * Kp, Kp, x + r * K, spare.data(), K, tile, none);
               // tile holds rr x cw; store() reads rr x cc row-major: compact it first.
               for (int i = 0; i < rr; ++i)
