@@ -78,6 +78,23 @@ struct Ahead {
   bool within = true;  // one-row tiles: also fetch the tile's next column pair (off with the switch)
 };
 
+// What a one-row tile fetches while its column pair p (of P) computes: the next pair's
+// two columns of this tile (when `within`), or for the last pair the next tile's first
+// pair (clamped to the ahead range). w: the tile's first column; bytes: per column row.
+struct PairAhead {
+  const char* p = nullptr;
+  const char* end = nullptr;
+};
+inline PairAhead pair_ahead(const void* w, int64_t row_bytes, int p, int P, const Ahead& ahead) {
+  if (p + 1 < P) {
+    if (!ahead.within) return {};
+    const char* q = static_cast<const char*>(w) + (2 * p + 2) * row_bytes;
+    return {q, q + 2 * row_bytes};
+  }
+  if (ahead.p == nullptr) return {};
+  return {ahead.p, ahead.p + std::min<std::ptrdiff_t>(2 * row_bytes, ahead.end - ahead.p)};
+}
+
 template <typename W>
 using TileFn = void (*)(const float* x, const W* w, int64_t K, float* out, Ahead& ahead);
 
@@ -257,15 +274,10 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
     // One row: the pairs one after another over all of K, the next pair's columns
     // fetched while one computes (as tile_dp's one-row path; the same steps per
     // accumulator in the same order as below).
-    const int64_t pair_bytes = 2 * K * static_cast<int64_t>(sizeof(W));
     for (int p = 0; p < P; ++p) {
       const W* wa = w + (2 * p) * K;
       const W* wb = wa + K;
-      const char* pf = p + 1 < P ? (ahead.within ? reinterpret_cast<const char*>(w + (2 * p + 2) * K) : nullptr)
-                                 : ahead.p;
-      const char* pf_end = p + 1 < P ? (pf == nullptr ? nullptr : pf + pair_bytes)
-                           : ahead.p == nullptr ? nullptr
-                                                : ahead.p + std::min<std::ptrdiff_t>(pair_bytes, ahead.end - ahead.p);
+      auto [pf, pf_end] = pair_ahead(w, K * static_cast<int64_t>(sizeof(W)), p, P, ahead);
       for (int64_t k = 0; k < K8; k += kLanes) {
         if (pf < pf_end) {
           _mm_prefetch(pf, _MM_HINT_T0);
@@ -409,15 +421,10 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
     // its 2P columns. Each accumulator sees the same steps in the same order as below.
     // While a pair computes, the next pair's two columns are fetched (the next tile's
     // first pair for the last one), 2 lines per 32 k: one stream just ahead of the reads.
-    const int64_t pair_bytes = 2 * K * static_cast<int64_t>(sizeof(uint16_t));
     for (int p = 0; p < P; ++p) {
       const uint16_t* wa = wq + (2 * p) * K;
       const uint16_t* wb = wa + K;
-      const char* pf = p + 1 < P ? (ahead.within ? reinterpret_cast<const char*>(wq + (2 * p + 2) * K) : nullptr)
-                                 : ahead.p;
-      const char* pf_end = p + 1 < P ? (pf == nullptr ? nullptr : pf + pair_bytes)
-                           : ahead.p == nullptr ? nullptr
-                                                : ahead.p + std::min<std::ptrdiff_t>(pair_bytes, ahead.end - ahead.p);
+      auto [pf, pf_end] = pair_ahead(wq, K * static_cast<int64_t>(sizeof(uint16_t)), p, P, ahead);
       int64_t k = 0;
       for (; k + 32 <= K16; k += 32) {
         for (int i = 0; i < 2 && pf < pf_end; ++i, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
