@@ -108,6 +108,19 @@ void tile_portable(const float* x, const W* w, int64_t K, float* out, int rr, in
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
+// Up to n lines of the next tile's weights (ahead's range), fetched while this tile
+// computes. Tiles of several rows fetch into the L2 cache (T1), one row into L1 (T0): a
+// T0 fetch holds one of L1's ~24 miss buffers until its line arrives, which caps a
+// thread at ~10 GB/s from memory, less than an 8-row tile consumes (it computes at
+// ~170 GFLOP/s, 21 GB/s); T1 fetches queue at L2, which keeps more in flight (8 rows x
+// 6 columns of bf16 streamed on one thread: 104 -> 172 GFLOP/s, bench/README.md session
+// 15). One row is bound by memory anyway and keeps T0 (its own tuning, session 14).
+template <int R>
+inline void fetch_ahead(Ahead& ahead, int n) {
+  for (int i = 0; i < n && ahead.p < ahead.end; ++i, ahead.p += 64)
+    _mm_prefetch(ahead.p, R == 1 ? _MM_HINT_T0 : _MM_HINT_T1);
+}
+
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const c10::BFloat16* p) {  // bf16 -> fp32: the 16 bits moved up, exact
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -169,8 +182,7 @@ void tile_avx2(const float* x, const W* w, int64_t K, float* out, Ahead& ahead) 
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
   for (int64_t k = 0; k < K8; k += kLanes) {
-    for (int i = 0; i < ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
-      _mm_prefetch(ahead.p, _MM_HINT_T0);
+    fetch_ahead<R>(ahead, ahead.per_step);
     // Keep the shorter side's vectors in registers and stream the longer side's: R x C
     // accumulators + min(R, C) + 1 fit the 16 ymm registers for every tile shape.
     if constexpr (R >= C) {
@@ -278,20 +290,21 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
       const W* wa = w + (2 * p) * K;
       const W* wb = wa + K;
       auto [pf, pf_end] = pair_ahead(w, K * static_cast<int64_t>(sizeof(W)), p, P, ahead);
+      __m512 c = acc[0][p];  // in a register through the loop (acc[0][p] would be stored every step)
       for (int64_t k = 0; k < K8; k += kLanes) {
         if (pf < pf_end) {
           _mm_prefetch(pf, _MM_HINT_T0);
           pf += 64;
         }
-        acc[0][p] = _mm512_fmadd_ps(_mm512_broadcast_f32x8(_mm256_loadu_ps(x + k)), load_pair(wa + k, wb + k), acc[0][p]);
+        c = _mm512_fmadd_ps(_mm512_broadcast_f32x8(_mm256_loadu_ps(x + k)), load_pair(wa + k, wb + k), c);
       }
+      acc[0][p] = c;
     }
     finish_pair_tile<1, P>(acc, x, w, K, out);
     return;
   }
   for (int64_t k = 0; k < K8; k += kLanes) {
-    for (int i = 0; i < ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
-      _mm_prefetch(ahead.p, _MM_HINT_T0);
+    fetch_ahead<R>(ahead, ahead.per_step);
     __m512 wv[P];
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) wv[p] = load_pair(w + (2 * p) * K + k, w + (2 * p + 1) * K + k);
@@ -426,14 +439,27 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
       const uint16_t* wb = wa + K;
       auto [pf, pf_end] = pair_ahead(wq, K * static_cast<int64_t>(sizeof(uint16_t)), p, P, ahead);
       int64_t k = 0;
+      // The accumulator in a register through the loop, and the prefetch without a
+      // loop: with acc[0][p] stored every step and a two-iteration prefetch loop the
+      // products reached 68-77% of a plain read of the same bytes at this VM's ~60 GB/s
+      // moments, 85-89% so (bench/README.md session 15).
+      __m512 c = acc[0][p];
       for (; k + 32 <= K16; k += 32) {
-        for (int i = 0; i < 2 && pf < pf_end; ++i, pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
+        if (pf + 128 <= pf_end) {
+          _mm_prefetch(pf, _MM_HINT_T0);
+          _mm_prefetch(pf + 64, _MM_HINT_T0);
+          pf += 128;
+        } else if (pf < pf_end) {
+          _mm_prefetch(pf, _MM_HINT_T0);
+          pf += 64;
+        }
         const __m512i a = _mm512_loadu_si512(wa + k), b = _mm512_loadu_si512(wb + k);
         const __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k)));
         const __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k + 16)));
-        acc[0][p] = _mm512_dpbf16_ps(acc[0][p], (__m512bh)xlo, (__m512bh)_mm512_permutex2var_epi16(a, idx_lo, b));
-        acc[0][p] = _mm512_dpbf16_ps(acc[0][p], (__m512bh)xhi, (__m512bh)_mm512_permutex2var_epi16(a, idx_hi, b));
+        c = _mm512_dpbf16_ps(c, (__m512bh)xlo, (__m512bh)_mm512_permutex2var_epi16(a, idx_lo, b));
+        c = _mm512_dpbf16_ps(c, (__m512bh)xhi, (__m512bh)_mm512_permutex2var_epi16(a, idx_hi, b));
       }
+      acc[0][p] = c;
       for (; k < K16; k += 16) {
         const __m512i raw = _mm512_inserti64x4(
             _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wa + k))),
@@ -456,8 +482,7 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
   // the same order: the same bits), half the shuffles and loads of two 16-k steps.
   int64_t k = 0;
   for (; k + 32 <= K16; k += 32) {
-    for (int i = 0; i < 4 * ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
-      _mm_prefetch(ahead.p, _MM_HINT_T0);
+    fetch_ahead<R>(ahead, 4 * ahead.per_step);
     __m512i hi[P];
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
@@ -469,8 +494,7 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
     step(hi, k + 16);
   }
   for (; k < K16; k += 16) {
-    for (int i = 0; i < 2 * ahead.per_step && ahead.p < ahead.end; ++i, ahead.p += 64)
-      _mm_prefetch(ahead.p, _MM_HINT_T0);
+    fetch_ahead<R>(ahead, 2 * ahead.per_step);
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
       const __m512i raw = _mm512_inserti64x4(
@@ -490,10 +514,13 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
 
 #pragma GCC pop_options
 
-// The AVX-512 BF16 tiles of 5-8 rows take 2 pairs, not 3: with 3 pairs and the 32-k step's
-// second set of pair registers the tile needs more than the 32 vector registers (in the
-// cache, 8 rows x 2 pairs computes ~1.2x faster than 8 x 3; bench/README.md session 14).
-constexpr int dp_pairs_for(int rows) { return rows >= 5 ? 2 : pairs_for(rows); }
+// Column pairs of the AVX-512 BF16 tiles: the AVX-512 tiles' (3 at 5-8 rows), except 4 at
+// 2 rows. Measured on the real tiles with the weights in the cache (one thread, K = 1024
+// and 3072, bench/README.md session 15): 8 x 3 computes 174-201 GFLOP/s against 165-177
+// for 8 x 2 (7 and 6 rows alike, 5 even), and 2 x 4 109-117 against 94-110 for 2 x 6.
+// (Session 14 had chosen 2 pairs at 5-8 rows from a scratch kernel whose accumulators
+// the compiler had left in memory.)
+constexpr int dp_pairs_for(int rows) { return rows == 2 ? 4 : pairs_for(rows); }
 
 using DpTileFn = void (*)(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16* w, int64_t K,
                           float* out, Ahead& ahead);
