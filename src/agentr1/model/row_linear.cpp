@@ -290,12 +290,16 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
       const W* wa = w + (2 * p) * K;
       const W* wb = wa + K;
       auto [pf, pf_end] = pair_ahead(w, K * static_cast<int64_t>(sizeof(W)), p, P, ahead);
-      __m512 c = acc[0][p];  // in a register through the loop (acc[0][p] would be stored every step)
+      // Branch-free: once the range is done the last line is fetched again (or x's first,
+      // for an empty range), a hint that costs nothing. With a branch GCC split the loop
+      // and stored the accumulator every step; so the products of one row reached 92-96%
+      // of a plain read of the same bytes at ~30 GB/s moments, 95-101% now (session 15).
+      const char* last = pf < pf_end ? pf_end - 64 : reinterpret_cast<const char*>(x);
+      if (pf >= pf_end) pf = last;
+      __m512 c = acc[0][p];
       for (int64_t k = 0; k < K8; k += kLanes) {
-        if (pf < pf_end) {
-          _mm_prefetch(pf, _MM_HINT_T0);
-          pf += 64;
-        }
+        _mm_prefetch(pf, _MM_HINT_T0);
+        pf = std::min(pf + 64, last);
         c = _mm512_fmadd_ps(_mm512_broadcast_f32x8(_mm256_loadu_ps(x + k)), load_pair(wa + k, wb + k), c);
       }
       acc[0][p] = c;
