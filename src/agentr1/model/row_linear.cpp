@@ -114,11 +114,13 @@ void tile_portable(const float* x, const W* w, int64_t K, float* out, int rr, in
 // thread at ~10 GB/s from memory, less than an 8-row tile consumes (it computes at
 // ~170 GFLOP/s, 21 GB/s); T1 fetches queue at L2, which keeps more in flight (8 rows x
 // 6 columns of bf16 streamed on one thread: 104 -> 172 GFLOP/s, bench/README.md session
-// 15). One row is bound by memory anyway and keeps T0 (its own tuning, session 14).
+// 15). One row keeps T0, as it was tuned (it streams at the read speed of the moment).
 template <int R>
 inline void fetch_ahead(Ahead& ahead, int n) {
-  for (int i = 0; i < n && ahead.p < ahead.end; ++i, ahead.p += 64)
+  for (int i = 0; i < n && ahead.p < ahead.end; ++i) {
     _mm_prefetch(ahead.p, R == 1 ? _MM_HINT_T0 : _MM_HINT_T1);
+    ahead.p += std::min<std::ptrdiff_t>(64, ahead.end - ahead.p);  // never past the range's end
+  }
 }
 
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -290,16 +292,17 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
       const W* wa = w + (2 * p) * K;
       const W* wb = wa + K;
       auto [pf, pf_end] = pair_ahead(w, K * static_cast<int64_t>(sizeof(W)), p, P, ahead);
-      // Branch-free: once the range is done the last line is fetched again (or x's first,
-      // for an empty range), a hint that costs nothing. With a branch GCC split the loop
-      // and stored the accumulator every step; so the products of one row reached 92-96%
-      // of a plain read of the same bytes at ~30 GB/s moments, 95-101% now (session 15).
-      const char* last = pf < pf_end ? pf_end - 64 : reinterpret_cast<const char*>(x);
+      // Branch-free: once the range is done its last line is fetched again (or the
+      // pair's own first line, for an empty range), a hint that costs nothing. With a
+      // branch GCC split the loop and stored the accumulator every step; so the products
+      // of one row reached 92-96% of a plain read of the same bytes at ~30 GB/s moments,
+      // 95-101% now (bench/README.md session 15).
+      const char* last = pf < pf_end ? pf + (pf_end - pf - 1) / 64 * 64 : reinterpret_cast<const char*>(wa);
       if (pf >= pf_end) pf = last;
       __m512 c = acc[0][p];
       for (int64_t k = 0; k < K8; k += kLanes) {
         _mm_prefetch(pf, _MM_HINT_T0);
-        pf = std::min(pf + 64, last);
+        pf = pf < last ? pf + 64 : last;
         c = _mm512_fmadd_ps(_mm512_broadcast_f32x8(_mm256_loadu_ps(x + k)), load_pair(wa + k, wb + k), c);
       }
       acc[0][p] = c;
@@ -449,13 +452,14 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
       // moments, 85-89% so (bench/README.md session 15).
       __m512 c = acc[0][p];
       for (; k + 32 <= K16; k += 32) {
-        if (pf + 128 <= pf_end) {
+        const std::ptrdiff_t left = pf_end - pf;  // 0 for an empty range (both null)
+        if (left > 64) {
           _mm_prefetch(pf, _MM_HINT_T0);
           _mm_prefetch(pf + 64, _MM_HINT_T0);
-          pf += 128;
-        } else if (pf < pf_end) {
+          pf += std::min<std::ptrdiff_t>(128, left);
+        } else if (left > 0) {
           _mm_prefetch(pf, _MM_HINT_T0);
-          pf += 64;
+          pf = pf_end;
         }
         const __m512i a = _mm512_loadu_si512(wa + k), b = _mm512_loadu_si512(wb + k);
         const __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k)));
@@ -522,8 +526,10 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
 // 2 rows. Measured on the real tiles with the weights in the cache (one thread, K = 1024
 // and 3072, bench/README.md session 15): 8 x 3 computes 174-201 GFLOP/s against 165-177
 // for 8 x 2 (7 and 6 rows alike, 5 even), and 2 x 4 109-117 against 94-110 for 2 x 6.
-// (Session 14 had chosen 2 pairs at 5-8 rows from a scratch kernel whose accumulators
-// the compiler had left in memory.)
+// 8 x 3's 32-k step wants 33 vector registers (24 accumulators, 3 + 3 pairs, x, two
+// indices), one more than there are, and is faster all the same. (Session 14 had chosen
+// 2 pairs at 5-8 rows from a scratch kernel whose accumulators the compiler had left in
+// memory.)
 constexpr int dp_pairs_for(int rows) { return rows == 2 ? 4 : pairs_for(rows); }
 
 using DpTileFn = void (*)(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16* w, int64_t K,
