@@ -145,8 +145,19 @@ check "generate runs" test $? -eq 0
 check "generate --no-huge-pages: the same tokens" cmp -s "$tmp/gen.txt" "$tmp/gen_nohp.txt"
 check "generate --no-huge-pages: nothing moved" bash -c "! grep -q 'advised for huge pages' '$tmp/gen_nohp.err'"
 thp=/sys/kernel/mm/transparent_hugepage/enabled
+# The trainer's engine takes rollout.huge_pages from the config (one step on the same model).
+hp_train=(model.path="$tmp/model" trainer.total_steps=1 data.train_batch_size=2 rollout.n=2 data.val_size=1
+  rollout.val_k=0 rollout.max_new_tokens=4 trainer.threads=1 trainer.progress=false)
+"$bin" train "${hp_train[@]}" trainer.output_dir="$tmp/hprun" >/dev/null 2>"$tmp/hp_train.err"
+check "train runs on the Qwen3-vocabulary model" test $? -eq 0
+"$bin" train "${hp_train[@]}" trainer.output_dir="$tmp/hprun_off" rollout.huge_pages=false >/dev/null \
+  2>"$tmp/hp_train_off.err"
+check "train rollout.huge_pages=false runs" test $? -eq 0
+check "train rollout.huge_pages=false: nothing moved" bash -c "! grep -q 'advised for huge pages' '$tmp/hp_train_off.err'"
 if [[ -r $thp ]] && ! grep -q '\[never\]' "$thp"; then
   check "generate: the weights moved into huge pages by default" grep -q 'advised for huge pages' "$tmp/gen.err"
+  check "train: the engine's weights moved into huge pages by default" \
+    grep -q 'rollout engine: .* moved into memory advised for huge pages' "$tmp/hp_train.err"
 fi
 "$bin" generate --model "$tmp/model" --prompt "hi" --chat --no-thinking --max-new-tokens 2 --temperature 0 \
   --threads 1 >/dev/null 2>&1
