@@ -183,6 +183,69 @@ void tile_avx2(const float* x, const W* w, int64_t K, float* out, Ahead& ahead) 
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  if constexpr (R == 1 && C % 4 == 0) {
+    // One row (batch-1 decode on AVX2-only CPUs): 4 columns at a time, each group over all
+    // of K, so that 4 weight streams are read at once instead of C (as the AVX-512 tiles'
+    // pairs: the prefetchers keep up with a few streams, not eight), the next group's
+    // columns (the next tile's first, for the last group) fetched while one computes,
+    // 4 x 32 k of lines per 32 k. Each accumulator sees the same steps in the same order
+    // as below. Forced on an AVX-512 machine, 2 threads: 72-92% -> 84-107% of a read of
+    // the same bytes (bench/README.md session 15).
+    constexpr int G = 4;
+    constexpr int kLines = G * 4 * kLanes * static_cast<int>(sizeof(W)) / 64;  // per 32 k
+    const int64_t col_bytes = K * static_cast<int64_t>(sizeof(W));
+    for (int g = 0; g < C; g += G) {
+      const char* pf = nullptr;
+      const char* pf_end = nullptr;
+      if (g + G < C) {
+        if (ahead.within) {
+          pf = reinterpret_cast<const char*>(w + (g + G) * K);
+          pf_end = pf + G * col_bytes;
+        }
+      } else if (ahead.p != nullptr) {
+        pf = ahead.p;
+        pf_end = ahead.p + std::min<std::ptrdiff_t>(G * col_bytes, ahead.end - ahead.p);
+      }
+      const W* w0 = w + g * K;
+      const W* w1 = w0 + K;
+      const W* w2 = w1 + K;
+      const W* w3 = w2 + K;
+      __m256 a0 = acc[0][g], a1 = acc[0][g + 1], a2 = acc[0][g + 2], a3 = acc[0][g + 3];
+      int64_t k = 0;
+      for (; k + 4 * kLanes <= K8; k += 4 * kLanes) {
+        const std::ptrdiff_t left = pf_end - pf;  // 0 for an empty range (both null)
+        if (left >= kLines * 64) {
+#pragma GCC unroll 8
+          for (int i = 0; i < kLines; ++i) _mm_prefetch(pf + 64 * i, _MM_HINT_T0);
+          pf += kLines * 64;
+        } else if (left > 0) {
+          _mm_prefetch(pf, _MM_HINT_T0);
+          pf += std::min<std::ptrdiff_t>(64, left);
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const __m256 xv = _mm256_loadu_ps(x + k + j * kLanes);
+          a0 = _mm256_fmadd_ps(xv, load8(w0 + k + j * kLanes), a0);
+          a1 = _mm256_fmadd_ps(xv, load8(w1 + k + j * kLanes), a1);
+          a2 = _mm256_fmadd_ps(xv, load8(w2 + k + j * kLanes), a2);
+          a3 = _mm256_fmadd_ps(xv, load8(w3 + k + j * kLanes), a3);
+        }
+      }
+      for (; k < K8; k += kLanes) {
+        const __m256 xv = _mm256_loadu_ps(x + k);
+        a0 = _mm256_fmadd_ps(xv, load8(w0 + k), a0);
+        a1 = _mm256_fmadd_ps(xv, load8(w1 + k), a1);
+        a2 = _mm256_fmadd_ps(xv, load8(w2 + k), a2);
+        a3 = _mm256_fmadd_ps(xv, load8(w3 + k), a3);
+      }
+      acc[0][g] = a0;
+      acc[0][g + 1] = a1;
+      acc[0][g + 2] = a2;
+      acc[0][g + 3] = a3;
+    }
+    finish_tile<R, C>([&](int i) { return acc[i / C][i % C]; }, x, w, K, out);
+    return;
+  }
   for (int64_t k = 0; k < K8; k += kLanes) {
     fetch_ahead<R>(ahead, ahead.per_step);
     // Keep the shorter side's vectors in registers and stream the longer side's: R x C
