@@ -35,7 +35,7 @@ namespace {
 constexpr int kLanes = 8;     // fp32 partial sums per dot product (the contract)
 constexpr int kTileRows = 4;  // rows of x per register tile (the last 1-3 rows of a call: smaller tiles)
 // Output columns per register tile of R rows: R x C accumulators plus the loads fit the 16
-// ymm registers, and one row gets 8 independent FMA chains (latency 4, two units).
+// ymm registers. One row: 8 columns, streamed 4 at a time (tile_avx2's one-row path).
 constexpr int cols_for(int rows) { return rows == 1 ? 8 : rows == 2 ? 6 : rows == 3 ? 4 : 3; }
 constexpr int kMaxTileCols = 8;
 constexpr int kTileOut = 12;   // max over R of R x cols_for(R)
@@ -75,7 +75,8 @@ struct Ahead {
   const char* p = nullptr;
   const char* end = nullptr;
   int per_step = 0;
-  bool within = true;  // one-row tiles: also fetch the tile's next column pair (off with the switch)
+  bool within = true;  // one-row tiles: also fetch the tile's next column pair (AVX-512) or
+                       // 4-column group (AVX2) (off with the switch)
 };
 
 // What a one-row tile fetches while its column pair p (of P) computes: the next pair's
