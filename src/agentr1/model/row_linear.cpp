@@ -43,6 +43,7 @@ constexpr int kColUnit = 48;   // a multiple of the widths (AVX2 8,6,4,3; AVX-51
 // Work below this many multiply-adds runs on the calling thread (a parallel region costs
 // more than it saves; the same threshold as paged_attention's grains).
 constexpr int64_t kSerialMacs = int64_t{1} << 17;
+constexpr int64_t kPieceBytes = int64_t{128} << 10;  // weights per piece of a pool's balanced split
 
 // Exact widening of one stored value to fp32.
 inline float widen(float v) { return v; }
@@ -75,26 +76,65 @@ struct Ahead {
   const char* p = nullptr;
   const char* end = nullptr;
   int per_step = 0;
-  bool within = true;  // one-row tiles: also fetch the tile's next column pair (AVX-512) or
-                       // 4-column group (AVX2) (off with the switch)
+  bool within = true;  // one-row tiles: also fetch the tile's next group of columns (4 on
+                       // AVX-512: kOneRowPairs pairs; 4 on AVX2) (off with the switch)
 };
 
-// What a one-row tile fetches while its column pair p (of P) computes: the next pair's
-// two columns of this tile (when `within`), or for the last pair the next tile's first
-// pair (clamped to the ahead range). w: the tile's first column; bytes: per column row.
-struct PairAhead {
-  const char* p = nullptr;
-  const char* end = nullptr;
+// One-row tiles run this many of their column pairs at once, each over all of K: every
+// pair's accumulator is one chain of dependent vdpbf16ps / FMAs (the contract fixes each
+// lane's order), and one chain alone cannot go faster than the instruction's latency:
+// ~40-45 GB/s of bf16 weights per thread with them in the cache (12 cycles per 128 bytes)
+// against the ~32 GB/s per thread that streaming at this VM's fast moments asks, too
+// little headroom to catch up after a stall (bench/README.md session 16). Two chains
+// double that; four columns stream at a time instead of two.
+constexpr int kOneRowPairs = 2;
+
+// What a one-row tile fetches while its pairs [p, p + G) compute: the next G pairs'
+// columns of this tile (when `within`), or for the last group the next tile's first 2G
+// columns (clamped to the ahead range), as addresses [lo, hi). w: the tile's first
+// column; row_bytes: bytes per column.
+struct LineRange {
+  uintptr_t lo = 0, hi = 0;
 };
-inline PairAhead pair_ahead(const void* w, int64_t row_bytes, int p, int P, const Ahead& ahead) {
-  if (p + 1 < P) {
+inline LineRange group_ahead(const void* w, int64_t row_bytes, int p, int G, int P, const Ahead& ahead) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(w);
+  if (p + G < P) {
     if (!ahead.within) return {};
-    const char* q = static_cast<const char*>(w) + (2 * p + 2) * row_bytes;
-    return {q, q + 2 * row_bytes};
+    const uintptr_t q = base + static_cast<uintptr_t>((2 * p + 2 * G) * row_bytes);
+    return {q, q + static_cast<uintptr_t>(2 * G * row_bytes)};
   }
   if (ahead.p == nullptr) return {};
-  return {ahead.p, ahead.p + std::min<std::ptrdiff_t>(2 * row_bytes, ahead.end - ahead.p)};
+  const uintptr_t q = reinterpret_cast<uintptr_t>(ahead.p);
+  return {q, q + static_cast<uintptr_t>(std::min<std::ptrdiff_t>(2 * G * row_bytes, ahead.end - ahead.p))};
 }
+
+// A prefetch cursor over a LineRange without branches (a branch in a tile's loop made
+// GCC split the loop and keep the accumulators in memory): lines at or past the range's
+// last line fetch that last line again (an empty range: `own`, a line the tile reads
+// anyway), a hint that costs nothing. Addresses stay integers: nothing is formed past
+// the range.
+struct LineCursor {
+  uintptr_t at, last;
+  LineCursor(LineRange r, const void* own) {
+    if (r.lo < r.hi) {
+      at = r.lo;
+      last = r.lo + (r.hi - r.lo - 1) / 64 * 64;
+    } else {
+      at = last = reinterpret_cast<uintptr_t>(own);
+    }
+  }
+  // Fetches the next n lines (T0: one-row tiles keep their lines in L1 as tuned).
+  template <int n>
+  inline void fetch() {
+#pragma GCC unroll 8
+    for (int i = 0; i < n; ++i) {
+      const uintptr_t q = at + 64 * static_cast<uintptr_t>(i);
+      __builtin_prefetch(reinterpret_cast<const void*>(q < last ? q : last), 0, 3);
+    }
+    const uintptr_t nx = at + 64 * static_cast<uintptr_t>(n);
+    at = nx < last ? nx : last;
+  }
+};
 
 template <typename W>
 using TileFn = void (*)(const float* x, const W* w, int64_t K, float* out, Ahead& ahead);
@@ -349,27 +389,28 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   if constexpr (R == 1) {
-    // One row: the pairs one after another over all of K, the next pair's columns
+    // One row: kOneRowPairs pairs at a time over all of K, the next group's columns
     // fetched while one computes (as tile_dp's one-row path; the same steps per
-    // accumulator in the same order as below).
-    for (int p = 0; p < P; ++p) {
+    // accumulator in the same order as below). A pair-step reads 64 bytes (fp32) or 32
+    // (bf16, half): the group's lines per step rounded up.
+    constexpr int G = kOneRowPairs;
+    static_assert(P % G == 0, "one-row tiles run whole groups of pairs");
+    constexpr int kLinesPerStep = (2 * G * kLanes * static_cast<int>(sizeof(W)) + 63) / 64;
+    for (int p = 0; p < P; p += G) {
       const W* wa = w + (2 * p) * K;
-      const W* wb = wa + K;
-      auto [pf, pf_end] = pair_ahead(w, K * static_cast<int64_t>(sizeof(W)), p, P, ahead);
-      // Branch-free: once the range is done its last line is fetched again (or the
-      // pair's own first line, for an empty range), a hint that costs nothing. With a
-      // branch GCC split the loop and stored the accumulator every step; so the products
-      // of one row reached 92-96% of a plain read of the same bytes at ~30 GB/s moments,
-      // 95-101% now (bench/README.md session 15).
-      const char* last = pf < pf_end ? pf + (pf_end - pf - 1) / 64 * 64 : reinterpret_cast<const char*>(wa);
-      if (pf >= pf_end) pf = last;
-      __m512 c = acc[0][p];
+      LineCursor pf(group_ahead(w, K * static_cast<int64_t>(sizeof(W)), p, G, P, ahead), wa);
+      __m512 c[G];
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) c[g] = acc[0][p + g];
       for (int64_t k = 0; k < K8; k += kLanes) {
-        _mm_prefetch(pf, _MM_HINT_T0);
-        pf = pf < last ? pf + 64 : last;
-        c = _mm512_fmadd_ps(_mm512_broadcast_f32x8(_mm256_loadu_ps(x + k)), load_pair(wa + k, wb + k), c);
+        pf.fetch<kLinesPerStep>();
+        const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + k));
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g)
+          c[g] = _mm512_fmadd_ps(xv, load_pair(wa + 2 * g * K + k, wa + (2 * g + 1) * K + k), c[g]);
       }
-      acc[0][p] = c;
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) acc[0][p + g] = c[g];
     }
     finish_pair_tile<1, P>(acc, x, w, K, out);
     return;
@@ -498,51 +539,60 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
   __m512i wv[P];
   const __m512i idx_lo = dp_interleave2(kInterleaveLo), idx_hi = dp_interleave2(kInterleaveHi);
   if constexpr (R == 1) {
-    // One row (batch-1 decode, bound by how fast the weights stream in): the pairs one
-    // after another, each over all of K, so that two columns' lines stream at a time
-    // instead of 2P (the hardware prefetcher keeps up with two streams and lags behind
-    // eight: bench/decode_bench's same-bytes fraction), and the tile is finished once for
-    // its 2P columns. Each accumulator sees the same steps in the same order as below.
-    // While a pair computes, the next pair's two columns are fetched (the next tile's
-    // first pair for the last one), 2 lines per 32 k: one stream just ahead of the reads.
-    for (int p = 0; p < P; ++p) {
+    // One row (batch-1 decode, bound by how fast the weights stream in): kOneRowPairs
+    // pairs at a time, each over all of K, so that four columns' lines stream at a time
+    // instead of 2P (the hardware prefetcher keeps up with a few streams and lags behind
+    // eight: bench/decode_bench's same-bytes fraction) and two accumulator chains run
+    // side by side; the tile is finished once for its 2P columns. Each accumulator sees
+    // the same steps in the same order as below. While a group computes, the next
+    // group's columns are fetched (the next tile's first for the last group), 4 lines
+    // per 32 k: one stream just ahead of the reads. The accumulators stay in registers
+    // through the loop (with one stored every step the products reached 68-77% of a
+    // plain read of the same bytes at this VM's ~60 GB/s moments, 85-89% without:
+    // bench/README.md session 15).
+    constexpr int G = kOneRowPairs;
+    static_assert(P % G == 0, "one-row tiles run whole groups of pairs");
+    for (int p = 0; p < P; p += G) {
       const uint16_t* wa = wq + (2 * p) * K;
-      const uint16_t* wb = wa + K;
-      auto [pf, pf_end] = pair_ahead(wq, K * static_cast<int64_t>(sizeof(uint16_t)), p, P, ahead);
+      LineCursor pf(group_ahead(wq, K * static_cast<int64_t>(sizeof(uint16_t)), p, G, P, ahead), wa);
       int64_t k = 0;
-      // The accumulator in a register through the loop, and the prefetch without a
-      // loop: with acc[0][p] stored every step and a two-iteration prefetch loop the
-      // products reached 68-77% of a plain read of the same bytes at this VM's ~60 GB/s
-      // moments, 85-89% so (bench/README.md session 15).
-      __m512 c = acc[0][p];
+      __m512 c[G];
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) c[g] = acc[0][p + g];
       for (; k + 32 <= K16; k += 32) {
-        const std::ptrdiff_t left = pf_end - pf;  // 0 for an empty range (both null)
-        if (left > 64) {
-          _mm_prefetch(pf, _MM_HINT_T0);
-          _mm_prefetch(pf + 64, _MM_HINT_T0);
-          pf += std::min<std::ptrdiff_t>(128, left);
-        } else if (left > 0) {
-          _mm_prefetch(pf, _MM_HINT_T0);
-          pf = pf_end;
-        }
-        const __m512i a = _mm512_loadu_si512(wa + k), b = _mm512_loadu_si512(wb + k);
+        pf.fetch<2 * G>();
         const __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k)));
         const __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k + 16)));
-        c = _mm512_dpbf16_ps(c, (__m512bh)xlo, (__m512bh)_mm512_permutex2var_epi16(a, idx_lo, b));
-        c = _mm512_dpbf16_ps(c, (__m512bh)xhi, (__m512bh)_mm512_permutex2var_epi16(a, idx_hi, b));
+        __m512i a[G], b[G];
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g) {
+          a[g] = _mm512_loadu_si512(wa + 2 * g * K + k);
+          b[g] = _mm512_loadu_si512(wa + (2 * g + 1) * K + k);
+        }
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g)
+          c[g] = _mm512_dpbf16_ps(c[g], (__m512bh)xlo, (__m512bh)_mm512_permutex2var_epi16(a[g], idx_lo, b[g]));
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g)
+          c[g] = _mm512_dpbf16_ps(c[g], (__m512bh)xhi, (__m512bh)_mm512_permutex2var_epi16(a[g], idx_hi, b[g]));
       }
-      acc[0][p] = c;
-      for (; k < K16; k += 16) {
-        const __m512i raw = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wa + k))),
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + k)), 1);
-        const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k)));
-        acc[0][p] = _mm512_dpbf16_ps(acc[0][p], (__m512bh)xv, (__m512bh)_mm512_permutexvar_epi16(idx, raw));
-      }
-      if (K8 > K16) {
-        const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + K16)));
-        const __m512i lone = _mm512_castps_si512(load_pair(w + (2 * p) * K + K16, w + (2 * p + 1) * K + K16));
-        acc[0][p] = _mm512_dpbf16_ps(acc[0][p], (__m512bh)xv, (__m512bh)lone);
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) acc[0][p + g] = c[g];
+      for (int q = p; q < p + G; ++q) {
+        const uint16_t* qa = wq + (2 * q) * K;
+        const uint16_t* qb = qa + K;
+        for (int64_t k2 = k; k2 < K16; k2 += 16) {
+          const __m512i raw = _mm512_inserti64x4(
+              _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + k2))),
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + k2)), 1);
+          const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k2)));
+          acc[0][q] = _mm512_dpbf16_ps(acc[0][q], (__m512bh)xv, (__m512bh)_mm512_permutexvar_epi16(idx, raw));
+        }
+        if (K8 > K16) {
+          const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + K16)));
+          const __m512i lone = _mm512_castps_si512(load_pair(w + (2 * q) * K + K16, w + (2 * q + 1) * K + K16));
+          acc[0][q] = _mm512_dpbf16_ps(acc[0][q], (__m512bh)xv, (__m512bh)lone);
+        }
       }
     }
     finish_pair_tile<1, P>(acc, x, w, K, out);
@@ -648,6 +698,7 @@ bool cpu_has_avx2_fma() {
 #endif
 
 std::atomic<bool> g_prefetch{true};
+std::atomic<int64_t> g_piece_bytes{0};  // 0: kPieceBytes
 
 // y[:, o0:o1) for all N rows. Rows are taken in blocks whose x slice stays in the L2
 // cache while every column tile of the range passes over it; within a block, groups of
@@ -656,9 +707,11 @@ std::atomic<bool> g_prefetch{true};
 // never bits.
 //   x [N,K] fp32, w [O,K], b [O] or null, y [N,O] (row-major, contiguous)
 //   xq: x_dp's rows (stride Kp) when isa is kAvx512Bf16 and T is bfloat16, else null.
+//   o_ahead >= o1: the tiles' prefetch may reach into [o1, o_ahead) (the columns this
+//   thread will likely compute next), never beyond.
 template <typename T>
 void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t K, const T* w, const T* b, T* y,
-             int64_t O, int64_t o0, int64_t o1, RowLinearIsa isa) {
+             int64_t O, int64_t o0, int64_t o1, int64_t o_ahead, RowLinearIsa isa) {
   const int64_t row_block =
       std::max<int64_t>(kTileRows512, (int64_t{256} * 1024 / (K * 4)) / kTileRows512 * kTileRows512);
   float tile[kTileRows512 * 16];
@@ -670,15 +723,15 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
         y[(r + i) * O + o + j] = static_cast<T>(s);
       }
   };
-  // The next `cols` columns after o (within [o0, o1)) as the prefetch target of a tile
-  // of `cw` columns at o; none when `first` is false (a later row group finds the
-  // columns in the cache already).
+  // The next `cw` columns after o (below o_ahead) as the prefetch target of a tile of
+  // `cw` columns at o; none when `first` is false (a later row group finds the columns
+  // in the cache already).
   const bool prefetch = g_prefetch.load(std::memory_order_relaxed);
   auto ahead_of = [&](int64_t o, int cw, bool first) {
     Ahead a;
     a.within = prefetch;
     if (!first || !prefetch) return a;
-    const int64_t next = o + cw, end = std::min(o1, next + cw);
+    const int64_t next = o + cw, end = std::min(o_ahead, next + cw);
     if (next >= end) return a;
     a.p = reinterpret_cast<const char*>(w + next * K);
     a.end = reinterpret_cast<const char*>(w + end * K);
@@ -841,19 +894,29 @@ std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<a
     bp[i] = bs[i].defined() ? bs[i].data_ptr<T>() : nullptr;
     yp[i] = ys[i].data_ptr<T>();
   }
-  auto run = [&](int64_t u0, int64_t u1) {
+  // Units [u0, u1), the tiles prefetching up to unit u_ahead (>= u1) of the same product.
+  auto run_ahead = [&](int64_t u0, int64_t u1, int64_t u_ahead) {
     for (size_t i = 0; i < P; ++i) {
       const int64_t lo = std::max(u0, first[i]) - first[i], hi = std::min(u1, first[i + 1]) - first[i];
       if (lo >= hi) continue;
-      const int64_t O = ws[i].size(0);
-      columns<T>(xf, xq, Kp, N, K, wp[i], bp[i], yp[i], O, lo * unit, std::min(O, hi * unit), isa);
+      const int64_t O = ws[i].size(0), ahead = std::min(u_ahead, first[i + 1]) - first[i];
+      columns<T>(xf, xq, Kp, N, K, wp[i], bp[i], yp[i], O, lo * unit, std::min(O, hi * unit),
+                 std::min(O, ahead * unit), isa);
     }
   };
+  auto run = [&](int64_t u0, int64_t u1) { run_ahead(u0, u1, u1); };
   const int64_t units = first[P];
   if (!parallel || macs < kSerialMacs) {
     run(0, units);
   } else if (pool != nullptr) {
-    pool->parallel_for(units, run);
+    // Pieces of ~kPieceBytes of weights, balanced between the threads as they run
+    // (SpinPool::parallel_chunks): each thread streams its own half from the front and
+    // the first one done takes pieces from the back of the other's, so neither waits
+    // more than a piece for the other. A piece's tiles prefetch into the rest of the
+    // thread's half, as one static half did.
+    const int64_t unit_bytes = unit * K * static_cast<int64_t>(sizeof(T));
+    const int64_t piece = g_piece_bytes.load(std::memory_order_relaxed);
+    pool->parallel_chunks(units, std::max<int64_t>(1, (piece > 0 ? piece : kPieceBytes) / unit_bytes), run_ahead);
   } else {
     at::parallel_for(0, units, std::max<int64_t>(1, kSerialMacs / (N * K * unit)), run);
   }
@@ -980,6 +1043,7 @@ void widen_to_float(const c10::BFloat16* src, float* dst, int64_t n) { widen_any
 void widen_to_float(const c10::Half* src, float* dst, int64_t n) { widen_any(src, dst, n); }
 
 void set_row_linear_prefetch(bool on) { g_prefetch.store(on, std::memory_order_relaxed); }
+void set_row_linear_piece_bytes(int64_t bytes) { g_piece_bytes.store(std::max<int64_t>(0, bytes), std::memory_order_relaxed); }
 
 void force_row_linear_isa(std::optional<RowLinearIsa> isa) {
   if (isa)

@@ -79,6 +79,9 @@ void force_row_linear_isa(std::optional<RowLinearIsa> isa);
 // Benches: the software prefetch of the next tile's weights on (the default) or off.
 // Hints only: the results are the same bits either way.
 void set_row_linear_prefetch(bool on);
+// Tests and benches: the weight bytes per piece of a pool's balanced split
+// (SpinPool::parallel_chunks); 0 = the default (128 KiB). Any size gives the same bits.
+void set_row_linear_piece_bytes(int64_t bytes);
 
 // dst[i] = float(src[i]) for i < n: exact (bf16 moves up 16 bits; half converts), with
 // AVX2/F16C where the CPU has them. For kernels that widen a block once and then run

@@ -100,6 +100,12 @@ TEST_P(RowLinear, EveryIsaEqualsPortableDefinitionBitForBit) {
           << row_linear_isa_name(isa) << ": N " << s.N << " K " << s.K << " O " << s.O;
       EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool), ref))
           << row_linear_isa_name(isa) << " on a pool: N " << s.N << " K " << s.K << " O " << s.O;
+      // Pieces of one column unit each: the balanced split moves many pieces between the
+      // threads, and each tile prefetches into the next piece.
+      set_row_linear_piece_bytes(1);
+      EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool), ref))
+          << row_linear_isa_name(isa) << " on a pool, one-unit pieces: N " << s.N << " K " << s.K << " O " << s.O;
+      set_row_linear_piece_bytes(0);
     }
   }
   std::printf("row_linear ISAs checked on this CPU:");
@@ -131,15 +137,21 @@ TEST_P(RowLinear, ManyEqualsEachAloneBitForBit) {
         }
         const std::vector<at::Tensor> pooled = row_linear_many(x, ws, bs, &pool), plain = row_linear_many(x, ws, bs),
                                       pooled3 = row_linear_many(x, ws, bs, &pool3);
+        set_row_linear_piece_bytes(1);  // one unit per piece: pieces cross product boundaries
+        const std::vector<at::Tensor> pieces3 = row_linear_many(x, ws, bs, &pool3);
+        set_row_linear_piece_bytes(0);
         ASSERT_EQ(pooled.size(), ws.size());
         ASSERT_EQ(plain.size(), ws.size());
         ASSERT_EQ(pooled3.size(), ws.size());
+        ASSERT_EQ(pieces3.size(), ws.size());
         for (size_t i = 0; i < ws.size(); ++i) {
           const at::Tensor ref = row_linear_portable(x, ws[i], bs[i]);
           ASSERT_EQ(ref.sizes(), (std::vector<int64_t>{N, outs[i]}));
           EXPECT_TRUE(same_bits(pooled[i], ref)) << row_linear_isa_name(isa) << " N " << N << " product " << i;
           EXPECT_TRUE(same_bits(plain[i], ref)) << row_linear_isa_name(isa) << " N " << N << " product " << i;
           EXPECT_TRUE(same_bits(pooled3[i], ref)) << row_linear_isa_name(isa) << " N " << N << " product " << i;
+          EXPECT_TRUE(same_bits(pieces3[i], ref))
+              << row_linear_isa_name(isa) << " N " << N << " product " << i << ", one-unit pieces";
         }
       }
     }

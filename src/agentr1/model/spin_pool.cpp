@@ -35,6 +35,7 @@ bool set_thread_nice(int nice) {
 
 SpinPool::SpinPool(int threads, int64_t idle_us, int nice) : idle_us_(idle_us) {
   AGENTR1_CHECK(threads >= 1, "SpinPool: threads must be >= 1, got " << threads);
+  ranges_ = std::make_unique<Range[]>(static_cast<size_t>(threads));
   for (int i = 1; i < threads; ++i)
     helpers_.emplace_back([this, i, nice] {
       set_thread_nice(nice);
@@ -72,17 +73,83 @@ void SpinPool::helper_loop(int index) {
     }
     if (stop_.load()) return;
     seen = posted_.load(std::memory_order_acquire);
-    const int parts = threads();
+    run_job(index);
+    finished_.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+void SpinPool::note_error() {
+  std::lock_guard<std::mutex> lk(error_mu_);
+  if (!error_) error_ = std::current_exception();
+}
+
+namespace {
+constexpr uint64_t pack(int64_t lo, int64_t hi) { return (static_cast<uint64_t>(lo) << 32) | static_cast<uint64_t>(hi); }
+constexpr int64_t lo_of(uint64_t v) { return static_cast<int64_t>(v >> 32); }
+constexpr int64_t hi_of(uint64_t v) { return static_cast<int64_t>(v & 0xffffffffu); }
+}  // namespace
+
+bool SpinPool::claim_front(int t, int64_t* piece, int64_t* range_end) {
+  std::atomic<uint64_t>& r = ranges_[static_cast<size_t>(t)].lohi;
+  uint64_t v = r.load(std::memory_order_relaxed);
+  while (lo_of(v) < hi_of(v))
+    if (r.compare_exchange_weak(v, pack(lo_of(v) + 1, hi_of(v)), std::memory_order_relaxed)) {
+      *piece = lo_of(v);
+      *range_end = hi_of(v);
+      return true;
+    }
+  return false;
+}
+
+bool SpinPool::claim_back(int t, int64_t* piece) {
+  std::atomic<uint64_t>& r = ranges_[static_cast<size_t>(t)].lohi;
+  uint64_t v = r.load(std::memory_order_relaxed);
+  while (lo_of(v) < hi_of(v))
+    if (r.compare_exchange_weak(v, pack(lo_of(v), hi_of(v) - 1), std::memory_order_relaxed)) {
+      *piece = hi_of(v) - 1;
+      return true;
+    }
+  return false;
+}
+
+void SpinPool::run_job(int index) {
+  const int parts = threads();
+  if (chunk_job_ == nullptr) {
     const int64_t begin = n_ * index / parts, end = n_ * (index + 1) / parts;
     if (begin < end) {
       try {
         (*job_)(begin, end);
       } catch (...) {
-        std::lock_guard<std::mutex> lk(error_mu_);
-        if (!error_) error_ = std::current_exception();
+        note_error();
       }
     }
-    finished_.fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+  // Pieces are claimed by compare-and-swap on a range's (lo, hi) word: the owner moves lo
+  // up, others move hi down, so every piece goes to exactly one thread. The job's data
+  // (fn, n, grain, the ranges' first values) was published with posted_.
+  auto run = [&](int64_t piece, int64_t ahead_pieces) {
+    const int64_t b = piece * grain_, e = std::min(n_, b + grain_);
+    try {
+      (*chunk_job_)(b, e, std::max(e, std::min(n_, ahead_pieces * grain_)));
+    } catch (...) {
+      note_error();
+    }
+  };
+  int64_t piece = 0, range_end = 0;
+  while (claim_front(index, &piece, &range_end)) run(piece, range_end);
+  for (;;) {
+    int victim = -1;
+    int64_t most = 0;
+    for (int t = 0; t < parts; ++t) {
+      const uint64_t v = ranges_[static_cast<size_t>(t)].lohi.load(std::memory_order_relaxed);
+      if (hi_of(v) - lo_of(v) > most) {
+        most = hi_of(v) - lo_of(v);
+        victim = t;
+      }
+    }
+    if (victim < 0) return;
+    if (claim_back(victim, &piece)) run(piece, piece + 1);
   }
 }
 
@@ -95,7 +162,48 @@ void SpinPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t
   }
   error_ = nullptr;
   job_ = &fn;
+  chunk_job_ = nullptr;
   n_ = n;
+  post();
+  std::exception_ptr mine;
+  try {
+    fn(0, n / parts);
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  wait_helpers();
+  if (mine) std::rethrow_exception(mine);
+  if (error_) std::rethrow_exception(error_);
+}
+
+void SpinPool::parallel_chunks(int64_t n, int64_t grain,
+                               const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+  AGENTR1_CHECK(grain >= 1, "SpinPool::parallel_chunks: grain must be >= 1, got " << grain);
+  if (n <= 0) return;
+  const int parts = threads();
+  if (parts == 1 || n <= grain) {
+    fn(0, n, n);
+    return;
+  }
+  // Piece indices fit the 32-bit halves of a range's word.
+  grain = std::max(grain, (n + (int64_t{1} << 31) - 1) >> 31);
+  const int64_t pieces = (n + grain - 1) / grain;
+  for (int t = 0; t < parts; ++t)
+    ranges_[static_cast<size_t>(t)].lohi.store(pack(pieces * t / parts, pieces * (t + 1) / parts),
+                                               std::memory_order_relaxed);
+  error_ = nullptr;
+  job_ = nullptr;
+  chunk_job_ = &fn;
+  grain_ = grain;
+  n_ = n;
+  post();
+  run_job(0);
+  wait_helpers();
+  chunk_job_ = nullptr;
+  if (error_) std::rethrow_exception(error_);
+}
+
+void SpinPool::post() {
   finished_.store(0, std::memory_order_relaxed);
   {
     // Published under the mutex the helpers sleep on: a helper falling asleep either
@@ -104,20 +212,15 @@ void SpinPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t
     posted_.fetch_add(1, std::memory_order_acq_rel);
   }
   if (sleeping_.load() > 0) cv_.notify_all();
-  std::exception_ptr mine;
-  try {
-    fn(0, n / parts);
-  } catch (...) {
-    mine = std::current_exception();
-  }
-  // The helpers' chunks are as long as ours: spin briefly, then yield (on a busy
+}
+
+void SpinPool::wait_helpers() {
+  // The helpers' shares are as long as ours: spin briefly, then yield (on a busy
   // machine a helper may be waiting for this core).
-  for (int spins = 0; finished_.load(std::memory_order_acquire) != parts - 1; ++spins) {
+  for (int spins = 0; finished_.load(std::memory_order_acquire) != threads() - 1; ++spins) {
     cpu_relax();
     if (spins > 2000) std::this_thread::yield();
   }
-  if (mine) std::rethrow_exception(mine);
-  if (error_) std::rethrow_exception(error_);
 }
 
 }  // namespace agentr1::model

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -46,8 +47,35 @@ class SpinPool {
   // on the caller. Returns when all are done; rethrows the first exception thrown.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
+  // [0, n) balanced while it runs: cut into threads() contiguous ranges as parallel_for
+  // cuts it, each consumed from its front in pieces of `grain` by its own thread; a
+  // thread whose range is empty takes pieces from the back of the range with the most
+  // left. fn(begin, end, ahead_end) runs each piece once (begin < end <= ahead_end <= n);
+  // [end, ahead_end) is what this thread will likely run next (the rest of its own
+  // range when it claimed the piece; empty for a piece taken from another's back): a
+  // kernel may prefetch into it, nothing more. Why: a decode step's products are split
+  // over two threads that share the memory bus, and which one streams faster changes
+  // from moment to moment; with a fixed split the faster one waited ~12% of a bf16
+  // batch-1 step for the slower (bench/README.md, session 16). Rethrows the first
+  // exception thrown (the other pieces still run). grain >= 1.
+  void parallel_chunks(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int64_t)>& fn);
+
  private:
   void helper_loop(int index);
+  void run_job(int index);  // this thread's share of the posted job
+  void post();              // publishes the job set up in the members to the helpers
+  void wait_helpers();      // until every helper has finished the posted job
+  void note_error();        // records the current exception if it is the first
+  // Piece claims of parallel_chunks: range t's unclaimed pieces [lo, hi) packed as
+  // (lo << 32) | hi, on its own cache line.
+  struct alignas(64) Range {
+    std::atomic<uint64_t> lohi{0};
+  };
+  bool claim_front(int t, int64_t* piece, int64_t* range_end);
+  bool claim_back(int t, int64_t* piece);
+  std::unique_ptr<Range[]> ranges_;
+  const std::function<void(int64_t, int64_t, int64_t)>* chunk_job_ = nullptr;
+  int64_t grain_ = 1;
 
   const int64_t idle_us_;
   std::atomic<uint64_t> posted_{0};    // generation of the last posted job

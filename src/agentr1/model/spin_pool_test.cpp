@@ -1,5 +1,7 @@
-// SpinPool: every index is covered once across the threads, exceptions cross back, the
-// helpers wake after sleeping; and forward_cached with a pool equals it without.
+// SpinPool: every index is covered once across the threads (parallel_for's fixed split
+// and parallel_chunks' balanced one, whose pieces move to whichever thread is free),
+// exceptions cross back, the helpers wake after sleeping; and forward_cached with a pool
+// equals it without.
 #include "agentr1/model/spin_pool.h"
 
 #include <sys/resource.h>
@@ -7,7 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -17,6 +21,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "agentr1/core/error.h"
 #include "agentr1/model/model_test_util.h"
 #include "agentr1/model/transformer.h"
 
@@ -54,6 +59,94 @@ TEST(SpinPool, ExceptionsFromAnyChunkReachTheCaller) {
   int64_t sum = 0;
   std::mutex mu;
   pool.parallel_for(10, [&](int64_t b, int64_t e) {  // still usable
+    std::lock_guard<std::mutex> lk(mu);
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  EXPECT_EQ(sum, 45);
+}
+
+// parallel_chunks: every index once, pieces of at most `grain` (one call of the whole
+// range where there is nothing to balance), ahead_end within [end, n], on 1-4 threads,
+// and the pool usable for parallel_for between calls.
+TEST(SpinPool, ChunksCoverEveryIndexOnceInPiecesOfAtMostGrain) {
+  for (int threads : {1, 2, 3, 4}) {
+    SpinPool pool(threads, /*idle_us=*/100);
+    for (int64_t n : {1, 2, 5, 7, 1000, 4097}) {
+      for (int64_t grain : {1, 3, 64, 5000}) {
+        std::vector<int> hits(static_cast<size_t>(n), 0);
+        std::mutex mu;
+        bool bad_piece = false;
+        int calls = 0;
+        pool.parallel_chunks(n, grain, [&](int64_t b, int64_t e, int64_t ahead) {
+          std::lock_guard<std::mutex> lk(mu);
+          ++calls;
+          if (!(0 <= b && b < e && e <= ahead && ahead <= n)) bad_piece = true;
+          if (threads > 1 && n > grain && e - b > grain) bad_piece = true;
+          for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+        });
+        for (int h : hits) ASSERT_EQ(h, 1) << threads << " threads, n " << n << ", grain " << grain;
+        EXPECT_FALSE(bad_piece) << threads << " threads, n " << n << ", grain " << grain;
+        if (threads == 1 || n <= grain) EXPECT_EQ(calls, 1) << "nothing to balance: one call";
+        else EXPECT_EQ(calls, (n + grain - 1) / grain);
+        int64_t sum = 0;  // parallel_for between parallel_chunks calls
+        pool.parallel_for(n, [&](int64_t b, int64_t e) {
+          std::lock_guard<std::mutex> lk(mu);
+          for (int64_t i = b; i < e; ++i) sum += i;
+        });
+        EXPECT_EQ(sum, n * (n - 1) / 2);
+      }
+    }
+    EXPECT_THROW(pool.parallel_chunks(10, 0, [](int64_t, int64_t, int64_t) {}), Error);
+  }
+}
+
+// A thread that stalls inside its first piece: the others run the rest of its range
+// (from the back) and the call still covers everything once. The caller blocks in its
+// first piece until another thread has run a piece of the caller's own range, so this
+// passes only if pieces move between threads (a bounded wait fails it otherwise).
+TEST(SpinPool, ChunksOfAStalledThreadAreTakenByTheOthers) {
+  for (int threads : {2, 3}) {
+    SpinPool pool(threads);
+    const int64_t n = 60, grain = 2, own_end = (n / grain) / threads * grain;  // the caller's range: [0, own_end)
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<bool> stolen{false};
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::atomic<int64_t> stolen_ahead{-1};
+    bool waited_out = false;
+    pool.parallel_chunks(n, grain, [&](int64_t b, int64_t e, int64_t ahead) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      if (std::this_thread::get_id() != caller) {
+        if (b < own_end) {
+          stolen_ahead = ahead - e;
+          stolen = true;
+        }
+        return;
+      }
+      if (b != 0) return;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!stolen && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      waited_out = !stolen;
+    });
+    EXPECT_FALSE(waited_out) << threads << " threads: no other thread took a piece of the stalled caller's range";
+    EXPECT_EQ(stolen_ahead.load(), 0) << "a piece taken from another's back has nothing ahead";
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "index " << i;
+  }
+}
+
+TEST(SpinPool, ChunkExceptionsReachTheCallerAfterEveryOtherPieceRan) {
+  SpinPool pool(2);
+  std::atomic<int> ran{0};
+  EXPECT_THROW(pool.parallel_chunks(100, 5,
+                                    [&](int64_t b, int64_t, int64_t) {
+                                      ++ran;
+                                      if (b == 50) throw std::runtime_error("piece");
+                                    }),
+               std::runtime_error);
+  EXPECT_EQ(ran.load(), 20);
+  int64_t sum = 0;
+  std::mutex mu;
+  pool.parallel_chunks(10, 1, [&](int64_t b, int64_t e, int64_t) {  // still usable
     std::lock_guard<std::mutex> lk(mu);
     for (int64_t i = b; i < e; ++i) sum += i;
   });
