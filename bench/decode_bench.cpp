@@ -4,7 +4,7 @@
 //
 //   build/bench/decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16]
 //                            [--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products]
-//                            [--model DIR] [--prefill 512] [--hugepages]
+//                            [--model DIR] [--prefill 512] [--hugepages] [--step-pairs 48]
 //
 // 1. Bandwidth: a STREAM-style read (sum of a 1 GiB buffer, AVX2 when the CPU has it),
 //    1..--threads threads, best of --reps: the bound below is bytes / this rate.
@@ -23,6 +23,14 @@
 //    tokens/s = rows x bandwidth / weight bytes; then the prefill of one --prefill-token
 //    prompt in prompt tokens/s. Row 0's tokens must not depend on the batch (checked).
 //    bench/llama_cpp_bench.sh runs this beside llama.cpp on the same weights.
+// 4. Step pairs (--step-pairs N, after each dtype's engine runs, on the same model and
+//    pages): N one-token decode steps of Transformer::forward_cached at batch 1 (the
+//    engine's batch-invariant path, 2 threads), each followed at once by the step's
+//    products alone (the model's own weights, grouped as the step runs them) and by a
+//    read of the same bytes; printed per 12 steps as medians. The VM's bandwidth swings
+//    from second to second; pairing each step with a read taken right after it shows
+//    what the step and its products reach at the same moment, and step - products is
+//    the time outside the products (attention, norms, hand-offs).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -35,6 +43,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -71,12 +80,13 @@ struct Args {
   std::string model;   // a model directory instead of a random model of the 0.6B shape
   int prefill = 512;   // prompt tokens of the prefill measurement (0 = skip)
   bool hugepages = false;  // bandwidth buffer and product weights in transparent huge pages
+  int step_pairs = 48;     // decode steps paired with their products and a read (0 = skip)
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "decode_bench: %s\nusage: decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16] "
-               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products] [--model DIR] [--prefill 512] [--hugepages]\n",
+               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products] [--model DIR] [--prefill 512] [--hugepages] [--step-pairs 48]\n",
                why);
   std::exit(2);
 }
@@ -119,6 +129,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--model") a.model = val();
     else if (k == "--prefill") a.prefill = std::atoi(val().c_str());
     else if (k == "--hugepages") a.hugepages = true;
+    else if (k == "--step-pairs") a.step_pairs = ints(k, val())[0];
     else usage(("unknown argument " + k).c_str());
   }
   for (const auto& d : a.dtypes)
@@ -477,6 +488,78 @@ EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threa
   return r;
 }
 
+// ---- 4. step pairs -----------------------------------------------------------------
+
+// See the header: N batch-1 decode steps, each paired with its products alone and a read
+// of their bytes. The weights are where the engine runs above left them.
+bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
+  at::NoGradGuard ng;
+  const model::ModelConfig& c = m->config();
+  std::map<std::string, at::Tensor> named;
+  for (const auto& kv : m->named_parameters()) named[kv.key()] = kv.value();
+  std::vector<at::Tensor> ws;  // per layer q, k, v, o, gate, up, down; then the head
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    for (const char* s : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) {
+      const auto it = named.find("model.layers." + std::to_string(l) + "." + s + ".weight");
+      if (it == named.end()) {
+        std::printf("FAIL: step pairs: no %s weight in layer %ld\n", s, static_cast<long>(l));
+        return false;
+      }
+      ws.push_back(it->second);
+    }
+  ws.push_back(m->lm_head_weight());
+  const std::vector<Span> spans = spans_of(ws);
+  size_t bytes = 0;
+  for (const auto& sp : spans) bytes += sp.n;
+  const at::ScalarType dt = ws[0].scalar_type();
+  at::Generator gen = at::detail::createCPUGenerator(13);
+  const auto fo = at::TensorOptions().dtype(at::kFloat);
+  const std::vector<at::Tensor> xs = {at::randn({1, c.hidden_size}, gen, fo).to(dt),
+                                      at::randn({1, c.num_attention_heads * c.head_dim}, gen, fo).to(dt),
+                                      at::randn({1, c.intermediate_size}, gen, fo).to(dt)};
+  const int64_t prompt = 16, bs = 16;
+  model::KVCache cache(c, (prompt + n + bs - 1) / bs + 1, bs, dt, at::kCPU);
+  cache.batch_invariant = true;
+  std::vector<int32_t> blocks(static_cast<size_t>(cache.n_blocks()));
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+  const auto lopts = at::TensorOptions().dtype(at::kLong);
+  at::Tensor logits = m->forward_cached(at::randint(0, c.vocab_size, {prompt}, gen, lopts),
+                                        {model::CachedRow{0, prompt, &blocks}}, cache, &pool);
+  int64_t tok = logits.argmax(-1).item<int64_t>();
+  std::printf("\n## Batch-1 decode steps of Transformer::forward_cached (%s), each paired with its products alone "
+              "and a read of the same bytes (%.2f GB), medians of 12 steps\n\n"
+              "| read GB/s | step ms | of read | products ms | of read | step - products ms |\n"
+              "|--:|--:|--:|--:|--:|--:|\n",
+              dt == at::kFloat ? "fp32" : "bf16", static_cast<double>(bytes) / 1e9);
+  std::vector<double> te, tp, tr;
+  for (int i = 0; i < n; ++i) {
+    const double t0 = now_s();
+    logits = m->forward_cached(at::full({1}, tok, lopts), {model::CachedRow{prompt + i, 1, &blocks}}, cache, &pool);
+    tok = logits.argmax(-1).item<int64_t>();
+    const double t1 = now_s();
+    (void)step_products(ws, xs, pool);
+    const double t2 = now_s();
+    tr.push_back(read_spans(spans, pool, 1));
+    te.push_back(t1 - t0);
+    tp.push_back(t2 - t1);
+    if (!std::isfinite(logits.max().item<float>())) {
+      std::printf("FAIL: step %d's logits are not finite\n", i);
+      return false;
+    }
+    if (te.size() == 12 || i == n - 1) {
+      const double e = median(te), p = median(tp), r = median(tr);
+      std::printf("| %.1f | %.2f | %.0f%% | %.2f | %.0f%% | %.2f |\n", static_cast<double>(bytes) / r / 1e9, e * 1e3,
+                  100.0 * r / e, p * 1e3, 100.0 * r / p, (e - p) * 1e3);
+      std::fflush(stdout);
+      te.clear();
+      tp.clear();
+      tr.clear();
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -605,6 +688,9 @@ int main(int argc, char** argv) {
         std::printf("\n");
         std::fflush(stdout);
       }
+    }
+    if (a.step_pairs > 0) {
+      if (!step_pairs(m, a.step_pairs, pool)) return 1;
     }
     if (a.prefill > 0) {
       rollout::EngineOptions o;

@@ -433,7 +433,7 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
 #pragma GCC pop_options
 
 // Rows per AVX-512 tile (1..8) -> column pairs: accumulators + pairs + 1 fit 32 registers
-// (one row: 4 pairs, streamed one pair at a time).
+// (one row: 4 pairs, streamed kOneRowPairs pairs at a time).
 constexpr int pairs_for(int rows) { return rows == 1 ? 4 : rows == 2 ? 6 : rows <= 4 ? 4 : 3; }
 constexpr int kTileRows512 = 8;
 
@@ -801,8 +801,8 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
   for (int64_t r0 = 0; r0 < N; r0 += row_block) {
     const int64_t r1 = std::min(N, r0 + row_block);
 #if AGENTR1_ROW_LINEAR_AVX2
-    // One row (batch-1 decode) takes the 8-column tile whose pairs stream one after
-    // another (tile_avx512's one-row path); the arithmetic is the same.
+    // One row (batch-1 decode) takes the 8-column tile that streams kOneRowPairs pairs
+    // at a time (tile_avx512's one-row path); the arithmetic is the same.
     if ((isa == RowLinearIsa::kAvx512 || isa == RowLinearIsa::kAvx512Bf16) && N >= 1) {
       // Column chunks of kColUnit (a multiple of every tile width; its weights stay in
       // the L2 cache), and within a chunk groups of 8 rows, then the last 1-7: weights
@@ -874,8 +874,8 @@ std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<a
   const uint16_t* xq = xqbuf.empty() ? nullptr : xqbuf.data();
   // Product i owns the column units [first[i], first[i + 1]) of the joint range. One row
   // has no row groups to keep weights in the cache for, so its units are one 8-column
-  // tile (the threads' halves then differ by at most a tile, not up to a 48-column unit:
-  // a k/v, o or down product of 1024 columns is 21.3 units of 48).
+  // tile (a split then falls on any tile, not only every 48 columns: a k/v, o or down
+  // product of 1024 columns is 21.3 units of 48).
   const int64_t unit = N == 1 ? 8 : kColUnit;
   const size_t P = ws.size();
   std::vector<at::Tensor> ys(P);
@@ -909,14 +909,15 @@ std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<a
   if (!parallel || macs < kSerialMacs) {
     run(0, units);
   } else if (pool != nullptr) {
-    // Pieces of ~kPieceBytes of weights, balanced between the threads as they run
-    // (SpinPool::parallel_chunks): each thread streams its own half from the front and
-    // the first one done takes pieces from the back of the other's, so neither waits
-    // more than a piece for the other. A piece's tiles prefetch into the rest of the
-    // thread's half, as one static half did.
+    // Pieces of ~kPieceBytes of weights (at least 4 per thread), balanced between the
+    // threads as they run (SpinPool::parallel_chunks): each thread streams its own range
+    // from the front and one done early takes pieces from the back of the others', so
+    // none waits more than a piece for another. A piece's tiles prefetch into the rest
+    // of the thread's range, as one static range did.
     const int64_t unit_bytes = unit * K * static_cast<int64_t>(sizeof(T));
     const int64_t piece = g_piece_bytes.load(std::memory_order_relaxed);
-    pool->parallel_chunks(units, std::max<int64_t>(1, (piece > 0 ? piece : kPieceBytes) / unit_bytes), run_ahead);
+    const int64_t grain = std::min((piece > 0 ? piece : kPieceBytes) / unit_bytes, units / (4 * pool->threads()));
+    pool->parallel_chunks(units, std::max<int64_t>(1, grain), run_ahead);
   } else {
     at::parallel_for(0, units, std::max<int64_t>(1, kSerialMacs / (N * K * unit)), run);
   }

@@ -77,17 +77,24 @@ struct ForcedIsa {
   explicit ForcedIsa(RowLinearIsa isa) { force_row_linear_isa(isa); }
   ~ForcedIsa() { force_row_linear_isa(std::nullopt); }
 };
+// A pool's balanced split in pieces of one column unit while alive (the default after).
+struct OnePiecePerUnit {
+  OnePiecePerUnit() { set_row_linear_piece_bytes(1); }
+  ~OnePiecePerUnit() { set_row_linear_piece_bytes(0); }
+};
 
 // Every tile shape of every ISA: rows 1..17 (full 4- and 8-row tiles and every
 // remainder), column counts that leave every remainder width (and fewer columns than one
 // tile), K with and without a tail below 8; for the AVX-512 BF16 tiles' 32-k steps, K
 // that leaves a 16-k step after them (16, 48, 88) with and without a lone 8-k step, on
-// one row (whose tiles stream their column pairs one after another) and on several.
+// one row (whose tiles stream two column pairs at a time) and on several; on a pool,
+// also in pieces of one column unit (many pieces moving between the threads).
 TEST_P(RowLinear, EveryIsaEqualsPortableDefinitionBitForBit) {
   const at::ScalarType dt = GetParam();
   std::vector<Shape> shapes = {Shape{1, 64, 96, false}, Shape{5, 37, 11, true}, Shape{66, 300, 131, true},
                                Shape{9, 7, 2, false},   Shape{1, 88, 50, true},  Shape{1, 16, 24, false},
-                               Shape{3, 48, 20, false}, Shape{8, 56, 17, true},  Shape{1, 1030, 64, true}};
+                               Shape{3, 48, 20, false}, Shape{8, 56, 17, true},  Shape{1, 1030, 64, true},
+                               Shape{1, 1024, 200, false}, Shape{2, 1000, 131, true}};
   for (int64_t n = 1; n <= 17; ++n) shapes.push_back(Shape{n, n % 2 ? 72 : 45, 47 + 3 * n, n % 3 == 0});
   SpinPool pool(2);
   for (RowLinearIsa isa : supported_isas()) {
@@ -102,10 +109,9 @@ TEST_P(RowLinear, EveryIsaEqualsPortableDefinitionBitForBit) {
           << row_linear_isa_name(isa) << " on a pool: N " << s.N << " K " << s.K << " O " << s.O;
       // Pieces of one column unit each: the balanced split moves many pieces between the
       // threads, and each tile prefetches into the next piece.
-      set_row_linear_piece_bytes(1);
+      OnePiecePerUnit one;
       EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool), ref))
           << row_linear_isa_name(isa) << " on a pool, one-unit pieces: N " << s.N << " K " << s.K << " O " << s.O;
-      set_row_linear_piece_bytes(0);
     }
   }
   std::printf("row_linear ISAs checked on this CPU:");
@@ -137,12 +143,18 @@ TEST_P(RowLinear, ManyEqualsEachAloneBitForBit) {
         }
         const std::vector<at::Tensor> pooled = row_linear_many(x, ws, bs, &pool), plain = row_linear_many(x, ws, bs),
                                       pooled3 = row_linear_many(x, ws, bs, &pool3);
-        set_row_linear_piece_bytes(1);  // one unit per piece: pieces cross product boundaries
-        const std::vector<at::Tensor> pieces3 = row_linear_many(x, ws, bs, &pool3);
-        set_row_linear_piece_bytes(0);
+        // One unit per piece: many pieces, each prefetching into the next one of its
+        // product (clamped there; the default pieces also span product boundaries).
+        std::vector<at::Tensor> pieces, pieces3;
+        {
+          OnePiecePerUnit one;
+          pieces = row_linear_many(x, ws, bs, &pool);
+          pieces3 = row_linear_many(x, ws, bs, &pool3);
+        }
         ASSERT_EQ(pooled.size(), ws.size());
         ASSERT_EQ(plain.size(), ws.size());
         ASSERT_EQ(pooled3.size(), ws.size());
+        ASSERT_EQ(pieces.size(), ws.size());
         ASSERT_EQ(pieces3.size(), ws.size());
         for (size_t i = 0; i < ws.size(); ++i) {
           const at::Tensor ref = row_linear_portable(x, ws[i], bs[i]);
@@ -150,6 +162,8 @@ TEST_P(RowLinear, ManyEqualsEachAloneBitForBit) {
           EXPECT_TRUE(same_bits(pooled[i], ref)) << row_linear_isa_name(isa) << " N " << N << " product " << i;
           EXPECT_TRUE(same_bits(plain[i], ref)) << row_linear_isa_name(isa) << " N " << N << " product " << i;
           EXPECT_TRUE(same_bits(pooled3[i], ref)) << row_linear_isa_name(isa) << " N " << N << " product " << i;
+          EXPECT_TRUE(same_bits(pieces[i], ref))
+              << row_linear_isa_name(isa) << " N " << N << " product " << i << ", one-unit pieces";
           EXPECT_TRUE(same_bits(pieces3[i], ref))
               << row_linear_isa_name(isa) << " N " << N << " product " << i << ", one-unit pieces";
         }

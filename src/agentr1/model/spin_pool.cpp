@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <ATen/Parallel.h>
@@ -215,8 +216,9 @@ void SpinPool::post() {
 }
 
 void SpinPool::wait_helpers() {
-  // The helpers' shares are as long as ours: spin briefly, then yield (on a busy
-  // machine a helper may be waiting for this core).
+  // The helpers' shares take about as long as ours (parallel_for's equal chunks; the
+  // balanced pieces of parallel_chunks): spin briefly, then yield (on a busy machine a
+  // helper may be waiting for this core).
   for (int spins = 0; finished_.load(std::memory_order_acquire) != threads() - 1; ++spins) {
     cpu_relax();
     if (spins > 2000) std::this_thread::yield();

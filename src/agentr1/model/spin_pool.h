@@ -3,6 +3,8 @@
 //
 //   model::SpinPool pool(/*threads=*/2);        // the caller + 1 helper
 //   pool.parallel_for(n, [&](int64_t begin, int64_t end) { ... });  // all done on return
+//   pool.parallel_chunks(n, grain, [&](int64_t begin, int64_t end, int64_t ahead) { ... });
+//                                          // the same, balanced between the threads as it runs
 //
 // Why not OpenMP: the learner (main thread) and the engine's worker thread would each
 // own an OpenMP team. With more OpenMP threads than cores, libgomp stops spinning
@@ -35,7 +37,7 @@ bool set_thread_nice(int nice);
 
 class SpinPool {
  public:
-  // threads >= 1 (1 = no helpers: parallel_for runs inline).
+  // threads >= 1 (1 = no helpers: parallel_for and parallel_chunks run inline).
   // nice > 0: the helpers run at that lower scheduling priority (set_thread_nice).
   explicit SpinPool(int threads, int64_t idle_us = 2000, int nice = 0);
   ~SpinPool();
@@ -47,17 +49,19 @@ class SpinPool {
   // on the caller. Returns when all are done; rethrows the first exception thrown.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
-  // [0, n) balanced while it runs: cut into threads() contiguous ranges as parallel_for
-  // cuts it, each consumed from its front in pieces of `grain` by its own thread; a
-  // thread whose range is empty takes pieces from the back of the range with the most
-  // left. fn(begin, end, ahead_end) runs each piece once (begin < end <= ahead_end <= n);
+  // [0, n) balanced while it runs: cut into pieces of `grain` (the last one shorter),
+  // the pieces into threads() contiguous ranges, each range consumed from its front by
+  // its own thread; a thread whose range is empty takes pieces from the back of the
+  // range with the most left. fn(begin, end, ahead_end) runs each piece once (begin <
+  // end <= ahead_end <= n); with one thread, or n <= grain, fn(0, n, n) runs once on the
+  // caller (nothing to balance). Past 2^31 pieces the grain is raised to fit.
   // [end, ahead_end) is what this thread will likely run next (the rest of its own
   // range when it claimed the piece; empty for a piece taken from another's back): a
   // kernel may prefetch into it, nothing more. Why: a decode step's products are split
   // over two threads that share the memory bus, and which one streams faster changes
   // from moment to moment; with a fixed split the faster one waited ~12% of a bf16
   // batch-1 step for the slower (bench/README.md, session 16). Rethrows the first
-  // exception thrown (the other pieces still run). grain >= 1.
+  // exception thrown (the other pieces still run). grain >= 1 (Error otherwise).
   void parallel_chunks(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int64_t)>& fn);
 
  private:
