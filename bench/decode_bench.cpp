@@ -129,7 +129,14 @@ Args parse(int argc, char** argv) {
     else if (k == "--model") a.model = val();
     else if (k == "--prefill") a.prefill = std::atoi(val().c_str());
     else if (k == "--hugepages") a.hugepages = true;
-    else if (k == "--step-pairs") a.step_pairs = ints(k, val())[0];
+    else if (k == "--step-pairs") {
+      const std::string v = val();
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 0 || n > 100000)
+        usage(("--step-pairs takes a count of steps, 0 (skip) to 100000, got '" + v + "'").c_str());
+      a.step_pairs = static_cast<int>(n);
+    }
     else usage(("unknown argument " + k).c_str());
   }
   for (const auto& d : a.dtypes)

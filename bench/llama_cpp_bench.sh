@@ -16,7 +16,8 @@
 # --temperature 0` (fp32) on a fixed prompt for 8 tokens, else exits 1 (same model, same
 # tokenizer, same arithmetic up to rounding). Ours: build/bench/decode_bench on the same
 # directory (decode with the prefill left out; prefill of one prompt). Prints both and
-# the ratios ours / llama.cpp.
+# the ratios ours / llama.cpp, and (decode) each engine's tokens/s as a fraction of the
+# bandwidth bound at its own moment: the VM's bandwidth swings between the two runs.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 model="" threads=2 decode_tokens=32 prefill=512 dtypes=fp32,bf16 bin=$here/build/agentr1
@@ -70,14 +71,23 @@ PY
 "$bench_bin" --model "$model" --no-products --threads "$threads" --dtypes "$dtypes" --engine-batches 1,8 \
   --new "$decode_tokens" --prefill "$prefill" --reps 3 2>/dev/null | tee "$tmp/ours.txt" | grep '^|' || true
 
-# 3. llama.cpp, one file per dtype (and f16 beside bf16).
+# 3. llama.cpp, one file per dtype (and f16 beside bf16), each run between two reads of
+# the machine's bandwidth (decode_bench's 1 GiB read, the better page size): this VM's
+# bandwidth swings 1.5-2x from minute to minute, so llama.cpp's decode is also stated as a
+# fraction of the bound at its own moment (file bytes / the mean of the two reads).
+bandwidth() {
+  "$bench_bin" --threads "$threads" --reps 2 --no-products --no-engine --step-pairs 0 2>/dev/null |
+    awk -F'|' -v t="$threads" '$2 + 0 == t && NF > 4 { a = $3 + 0; b = $4 + 0; print (a > b ? a : b) }'
+}
 for g in f32 bf16 f16; do
+  before=$(bandwidth)
   node "$ref" --model "$tmp/m-$g.gguf" --bench --threads "$threads" --decode-tokens "$decode_tokens" \
     --sequences 1,8 --prefill-tokens "$prefill" > "$tmp/llama-$g.json"
+  echo "$before $(bandwidth)" > "$tmp/bw-$g.txt"
 done
 
 python3 - "$tmp" "$dtypes" <<'PY'
-import json, re, sys
+import json, os, re, sys
 tmp, dtypes = sys.argv[1], sys.argv[2].split(",")
 ours = {}
 for line in open(f"{tmp}/ours.txt"):
@@ -92,12 +102,22 @@ def llama(g):
     out = {("decode", d["sequences"]): d["tokens_per_s"] for d in j["decode"]}
     out[("prefill", 0)] = j["prefill"]["tokens_per_s"]
     return out
+def llama_bound(g, rows):
+    # Bytes a decode step streams at this many rows, over the bandwidth read beside the run.
+    reads = [float(v) for v in open(f"{tmp}/bw-{g}.txt").read().split()]
+    if len(reads) != 2 or min(reads) <= 0:
+        sys.exit(f"FAIL: no bandwidth read beside llama.cpp's {g} run: {reads}")
+    return rows * sum(reads) / 2 * 1e9 / os.path.getsize(f"{tmp}/m-{g}.gguf")
 print()
 missing = [k for k in [(dt, "decode", 1) for dt in dtypes] if k not in ours]
 if missing:
     sys.exit(f"FAIL: decode_bench printed no engine row for {missing} (its table format changed?)")
-print("| ours | llama.cpp | case | ours tok/s | llama.cpp tok/s | ours / llama.cpp | ours of the bandwidth bound | ours of the same-bytes read |")
-print("|---|---|---|--:|--:|--:|--:|--:|")
+for g in ["f32", "bf16", "f16"]:
+    reads = open(f"{tmp}/bw-{g}.txt").read().split()
+    print(f"llama.cpp {g}: bandwidth read before / after its run: {' / '.join(reads)} GB/s")
+print()
+print("| ours | llama.cpp | case | ours tok/s | llama.cpp tok/s | ours / llama.cpp | ours of the bandwidth bound | ours of the same-bytes read | llama.cpp of the bound at its moment | ours / llama.cpp in fractions of the bound |")
+print("|---|---|---|--:|--:|--:|--:|--:|--:|--:|")
 for dt in dtypes:
     for g in (["f32"] if dt == "fp32" else ["bf16", "f16"]):
         l = llama(g)
@@ -107,5 +127,10 @@ for dt in dtypes:
             name = f"decode, {case[1]} seq" if case[0] == "decode" else "prefill"
             bound = f"{100 * o[0] / o[1]:.0f}%" if o[1] else ""
             same = f"{o[2]:.0f}%" if o[2] is not None else ""
-            print(f"| {dt} | {g} | {name} | {o[0]:.1f} | {l[case]:.1f} | {o[0] / l[case]:.2f}x | {bound} | {same} |")
+            theirs, rel = "", ""
+            if case[0] == "decode":
+                lb = l[case] / llama_bound(g, case[1])
+                theirs = f"{100 * lb:.0f}%"
+                if o[1]: rel = f"{(o[0] / o[1]) / lb:.2f}x"
+            print(f"| {dt} | {g} | {name} | {o[0]:.1f} | {l[case]:.1f} | {o[0] / l[case]:.2f}x | {bound} | {same} | {theirs} | {rel} |")
 PY
