@@ -7,6 +7,7 @@
 #include <string>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <type_traits>
 #include <vector>
@@ -54,16 +55,35 @@ inline float widen(c10::Half v) { return static_cast<float>(v); }
 inline float sum_lanes(const float* a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
 
 // One element by the definition in row_linear.h (no bias).
-template <typename W>
-float dot_portable(const float* x, const W* w, int64_t K) {
+// wk(k): the weight at k (row-major or the decode layout).
+template <typename WAt>
+float dot_portable_at(const float* x, int64_t K, WAt wk) {
   const int64_t K8 = K - K % kLanes;
   float a[kLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int64_t k = 0; k < K8; k += kLanes)
-    for (int u = 0; u < kLanes; ++u) a[u] = std::fma(x[k + u], widen(w[k + u]), a[u]);
+    for (int u = 0; u < kLanes; ++u) a[u] = std::fma(x[k + u], widen(wk(k + u)), a[u]);
   float s = sum_lanes(a);
-  for (int64_t k = K8; k < K; ++k) s = std::fma(x[k], widen(w[k]), s);
+  for (int64_t k = K8; k < K; ++k) s = std::fma(x[k], widen(wk(k)), s);
   return s;
 }
+template <typename W>
+float dot_portable(const float* x, const W* w, int64_t K) {
+  return dot_portable_at(x, K, [w](int64_t k) { return w[k]; });
+}
+
+// One group of kPackCols columns in the decode layout (row_linear.h): column c's element
+// k at at(c, k). A load of up to L elements from k stays in one line when k % L plus its
+// length is at most L (every load of the tiles below: 8 or 16 elements at a multiple of
+// its length, or a whole line).
+template <typename W>
+struct PackedCols {
+  static constexpr int64_t L = 64 / static_cast<int64_t>(sizeof(W));
+  const W* g;
+  const W* at(int c, int64_t k) const {
+    const auto u = static_cast<uint64_t>(k);
+    return g + (u / L) * (kPackCols * L) + static_cast<uint64_t>(c) * L + u % L;
+  }
+};
 
 // out[r * cc + c] = dot(x row r, w row c) for r < rr, c < cc; x and w rows have
 // stride K.
@@ -189,8 +209,9 @@ void widen_avx2(const c10::Half* src, float* dst, int64_t n) {
 // at once: hadd(hadd(a, b), hadd(c, d)) holds (l0+l1)+(l2+l3) of a..d in its low half and
 // (l4+l5)+(l6+l7) in its high half, and low + high is sum_lanes' last addition (each
 // addition commutes exactly). Then the k >= K8 tail fused in order, as dot_portable.
-template <int R, int C, typename W, typename LaneSet>
-inline void finish_tile(LaneSet lane_set, const float* x, const W* w, int64_t K, float* out) {
+// wat(c, k): column c's weight at k (row-major in finish_tile, or the decode layout).
+template <int R, int C, typename LaneSet, typename WAt>
+inline void finish_tile_at(LaneSet lane_set, const float* x, int64_t K, WAt wat, float* out) {
   const int64_t K8 = K - K % kLanes;
   constexpr int n = R * C;
   alignas(16) float sums[((n + 3) / 4) * 4];
@@ -209,9 +230,13 @@ inline void finish_tile(LaneSet lane_set, const float* x, const W* w, int64_t K,
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       float s = sums[r * C + c];
-      for (int64_t k = K8; k < K; ++k) s = std::fma(x[r * K + k], widen(w[c * K + k]), s);
+      for (int64_t k = K8; k < K; ++k) s = std::fma(x[r * K + k], widen(wat(c, k)), s);
       out[r * C + c] = s;
     }
+}
+template <int R, int C, typename W, typename LaneSet>
+inline void finish_tile(LaneSet lane_set, const float* x, const W* w, int64_t K, float* out) {
+  finish_tile_at<R, C>(lane_set, x, K, [w, K](int c, int64_t k) { return w[c * K + k]; }, out);
 }
 
 // R x C register tile: the same fused multiply-adds, lane by lane, as dot_portable.
@@ -316,6 +341,25 @@ void tile_avx2(const float* x, const W* w, int64_t K, float* out, Ahead& ahead) 
   finish_tile<R, C>([&](int i) { return acc[i / C][i % C]; }, x, w, K, out);
 }
 
+// One row x one group of the decode layout (kPackCols columns): tile_avx2<1, 8>'s one-row
+// path for 4 columns (the same multiply-adds per accumulator in the same order), reading
+// the group's lines in address order.
+template <typename W>
+void group_avx2(const float* x, PackedCols<W> w, int64_t K, float* out) {
+  static_assert(kPackCols == 4, "four accumulators");
+  const int64_t K8 = K - K % kLanes;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t k = 0; k < K8; k += kLanes) {
+    const __m256 xv = _mm256_loadu_ps(x + k);
+    a0 = _mm256_fmadd_ps(xv, load8(w.at(0, k)), a0);
+    a1 = _mm256_fmadd_ps(xv, load8(w.at(1, k)), a1);
+    a2 = _mm256_fmadd_ps(xv, load8(w.at(2, k)), a2);
+    a3 = _mm256_fmadd_ps(xv, load8(w.at(3, k)), a3);
+  }
+  const __m256 acc[4] = {a0, a1, a2, a3};
+  finish_tile_at<1, 4>([&](int i) { return acc[i]; }, x, K, [w](int c, int64_t k) { return *w.at(c, k); }, out);
+}
+
 #pragma GCC pop_options
 
 template <typename W>
@@ -378,6 +422,16 @@ inline void finish_pair_tile(const __m512 (&acc)[R][P], const float* x, const W*
       },
       x, w, K, out);
 }
+// finish_pair_tile of one row for a group in the decode layout.
+template <int P, typename W>
+inline void finish_pair_group(const __m512 (&acc)[P], const float* x, PackedCols<W> w, int64_t K, float* out) {
+  finish_tile_at<1, 2 * P>(
+      [&](int i) {
+        const __m512 a = acc[i / 2];
+        return (i % 2) == 0 ? _mm512_castps512_ps256(a) : _mm512_extractf32x8_ps(a, 1);
+      },
+      x, K, [w](int c, int64_t k) { return *w.at(c, k); }, out);
+}
 
 // R rows x 2P columns; out as tile_avx2's (row-major R x 2P).
 template <int R, int P, typename W>
@@ -428,6 +482,23 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
     }
   }
   finish_pair_tile<R, P>(acc, x, w, K, out);
+}
+
+// One row x one group of the decode layout: tile_avx512<1, P>'s pairs (0, 1) and (2, 3)
+// (the same fused multiply-adds per accumulator in the same order), the group's lines
+// read in address order.
+template <typename W>
+void group_avx512(const float* x, PackedCols<W> w, int64_t K, float* out) {
+  static_assert(kPackCols == 4, "two column pairs");
+  const int64_t K8 = K - K % kLanes;
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0;
+  for (int64_t k = 0; k < K8; k += kLanes) {
+    const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + k));
+    c0 = _mm512_fmadd_ps(xv, load_pair(w.at(0, k), w.at(1, k)), c0);
+    c1 = _mm512_fmadd_ps(xv, load_pair(w.at(2, k), w.at(3, k)), c1);
+  }
+  const __m512 acc[2] = {c0, c1};
+  finish_pair_group<2>(acc, x, w, K, out);
 }
 
 #pragma GCC pop_options
@@ -634,6 +705,47 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
   finish_pair_tile<R, P>(acc, x, w, K, out);
 }
 
+// One row x one group of the decode layout: tile_dp<1, P>'s pairs (0, 1) and (2, 3) (the
+// same vdpbf16ps per accumulator on the same operands in the same order: a 32-k step
+// reads the group's four lines, which lie side by side here).
+void group_dp(const uint16_t* xq, const float* x, PackedCols<c10::BFloat16> w, int64_t K, float* out) {
+  static_assert(kPackCols == 4, "two column pairs");
+  const int64_t K8 = K - K % kLanes, K16 = K8 - K8 % 16;
+  const __m512i idx = dp_interleave();
+  const __m512i idx_lo = dp_interleave2(kInterleaveLo), idx_hi = dp_interleave2(kInterleaveHi);
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(w.g);
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  __m512 c0 = acc[0], c1 = acc[1];
+  int64_t k = 0;
+  for (; k + 32 <= K16; k += 32, p += 4 * 32) {
+    const __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k)));
+    const __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k + 16)));
+    const __m512i a0 = _mm512_load_si512(p), b0 = _mm512_load_si512(p + 32);
+    const __m512i a1 = _mm512_load_si512(p + 64), b1 = _mm512_load_si512(p + 96);
+    c0 = _mm512_dpbf16_ps(c0, (__m512bh)xlo, (__m512bh)_mm512_permutex2var_epi16(a0, idx_lo, b0));
+    c1 = _mm512_dpbf16_ps(c1, (__m512bh)xlo, (__m512bh)_mm512_permutex2var_epi16(a1, idx_lo, b1));
+    c0 = _mm512_dpbf16_ps(c0, (__m512bh)xhi, (__m512bh)_mm512_permutex2var_epi16(a0, idx_hi, b0));
+    c1 = _mm512_dpbf16_ps(c1, (__m512bh)xhi, (__m512bh)_mm512_permutex2var_epi16(a1, idx_hi, b1));
+  }
+  acc[0] = c0;
+  acc[1] = c1;
+  for (int q = 0; q < 2; ++q) {
+    for (int64_t k2 = k; k2 < K16; k2 += 16) {
+      const __m512i raw = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.at(2 * q, k2)))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.at(2 * q + 1, k2))), 1);
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k2)));
+      acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)xv, (__m512bh)_mm512_permutexvar_epi16(idx, raw));
+    }
+    if (K8 > K16) {
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + K16)));
+      const __m512i lone = _mm512_castps_si512(load_pair(w.at(2 * q, K16), w.at(2 * q + 1, K16)));
+      acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)xv, (__m512bh)lone);
+    }
+  }
+  finish_pair_group<2>(acc, x, w, K, out);
+}
+
 #pragma GCC pop_options
 
 // Column pairs of the AVX-512 BF16 tiles: the AVX-512 tiles' (3 at 5-8 rows), except 4 at
@@ -838,6 +950,50 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
   }
 }
 
+// One row's y[0, o0:o1) from w's copy in the decode layout (o0 a multiple of kPackCols):
+// group by group, each group's kernel the one-row tile's arithmetic for its columns (so
+// the same bits as columns() above). The last group's padding columns are computed and
+// dropped. No software prefetch: a thread's range is one sequential stream, which the
+// hardware prefetchers follow; fetching the next group (T0, as the row-major one-row
+// tiles do) or 4-8 KiB ahead made it slower (bf16 products of the 0.6B shape at ~62 GB/s
+// moments: 86-88% of a read of the same bytes with no fetch, 79-82% fetching the next
+// group, 82-85% 4 KiB ahead; row-major 75-76%; bench/README.md session 17).
+template <typename T>
+void packed_columns(const float* x, const uint16_t* xq, int64_t K, const PackedWeight& pw, const T* b, T* y,
+                    int64_t o0, int64_t o1, RowLinearIsa isa) {
+  const T* base = static_cast<const T*>(pw.data);
+  const int64_t group = packed_weight_elems(kPackCols, K, pw.dtype);  // elements per group
+  enum class Path { kPortable, kAvx2, kAvx512, kDp } path = Path::kPortable;
+  if (isa == RowLinearIsa::kAvx512 || isa == RowLinearIsa::kAvx512Bf16)
+    path = Path::kAvx512;
+  else if (isa == RowLinearIsa::kAvx2)
+    path = Path::kAvx2;
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    if (xq != nullptr) path = Path::kDp;  // AVX-512 BF16 (as columns(): every row count takes those tiles there)
+  }
+  float out[kPackCols];
+  for (int64_t o = o0; o < o1; o += kPackCols) {
+    const int64_t g = o / kPackCols;
+    const PackedCols<T> w{base + g * group};
+    switch (path) {
+#if AGENTR1_ROW_LINEAR_AVX2
+      case Path::kDp:
+        if constexpr (std::is_same_v<T, c10::BFloat16>) group_dp(xq, x, w, K, out);
+        break;
+      case Path::kAvx512: group_avx512(x, w, K, out); break;
+      case Path::kAvx2: group_avx2(x, w, K, out); break;
+#endif
+      default:
+        for (int c = 0; c < kPackCols; ++c) out[c] = dot_portable_at(x, K, [&](int64_t k) { return *w.at(c, k); });
+    }
+    for (int64_t j = 0; j < std::min<int64_t>(kPackCols, o1 - o); ++j) {
+      float v = out[j];
+      if (b != nullptr) v += widen(b[o + j]);
+      y[o + j] = static_cast<T>(v);
+    }
+  }
+}
+
 // x [N,K] against several weights ws[i] [O_i,K] (bs[i] [O_i] or undefined) -> one
 // [N,O_i] output each; isa: the tiles; parallel: split the columns over threads. The
 // products share one parallel region over all their column units (one thread hand-off,
@@ -846,7 +1002,7 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
 template <typename T>
 std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<at::Tensor>& ws,
                                         const std::vector<at::Tensor>& bs, SpinPool* pool, RowLinearIsa isa,
-                                        bool parallel) {
+                                        bool parallel, const std::vector<const PackedWeight*>& packed) {
   const int64_t N = x.size(0), K = x.size(1);
   const T* xp = x.data_ptr<T>();
   std::vector<float> xbuf;
@@ -900,8 +1056,11 @@ std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<a
       const int64_t lo = std::max(u0, first[i]) - first[i], hi = std::min(u1, first[i + 1]) - first[i];
       if (lo >= hi) continue;
       const int64_t O = ws[i].size(0), ahead = std::min(u_ahead, first[i + 1]) - first[i];
-      columns<T>(xf, xq, Kp, N, K, wp[i], bp[i], yp[i], O, lo * unit, std::min(O, hi * unit),
-                 std::min(O, ahead * unit), isa);
+      if (N == 1 && !packed.empty() && packed[i] != nullptr)
+        packed_columns<T>(xf, xq, K, *packed[i], bp[i], yp[i], lo * unit, std::min(O, hi * unit), isa);
+      else
+        columns<T>(xf, xq, Kp, N, K, wp[i], bp[i], yp[i], O, lo * unit, std::min(O, hi * unit),
+                   std::min(O, ahead * unit), isa);
     }
   };
   auto run = [&](int64_t u0, int64_t u1) { run_ahead(u0, u1, u1); };
@@ -925,7 +1084,11 @@ std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<a
 }
 
 std::vector<at::Tensor> dispatch(const at::Tensor& x, const std::vector<at::Tensor>& ws,
-                                 const std::vector<at::Tensor>& bs, SpinPool* pool, RowLinearIsa isa, bool parallel) {
+                                 const std::vector<at::Tensor>& bs, SpinPool* pool, RowLinearIsa isa, bool parallel,
+                                 const std::vector<const PackedWeight*>& packed = {}) {
+  AGENTR1_CHECK(packed.empty() || packed.size() == ws.size(),
+                "row_linear: one packed copy (or null) per weight, got " << packed.size() << " for " << ws.size()
+                                                                          << " weights");
   AGENTR1_CHECK(!ws.empty() && bs.size() == ws.size(),
                 "row_linear: one bias (or an undefined tensor) per weight, got " << ws.size() << " weights and "
                                                                                   << bs.size() << " biases");
@@ -945,10 +1108,24 @@ std::vector<at::Tensor> dispatch(const at::Tensor& x, const std::vector<at::Tens
                   "row_linear: b" << (ws.size() > 1 ? " #" + std::to_string(i) : "") << " must be [O] of x's dtype, got "
                                   << b.sizes() << " " << b.scalar_type());
   }
+  for (size_t i = 0; i < packed.size(); ++i) {
+    const PackedWeight* pw = packed[i];
+    if (pw == nullptr) continue;
+    const at::Tensor& w = ws[i];
+    AGENTR1_CHECK(pw->O == w.size(0) && pw->K == w.size(1) && pw->dtype == w.scalar_type() &&
+                      pw->source == w.data_ptr() && pw->data != nullptr &&
+                      reinterpret_cast<uintptr_t>(pw->data) % 64 == 0,
+                  "row_linear: the packed copy" << (ws.size() > 1 ? " #" + std::to_string(i) : "") << " is of a ["
+                                                << pw->O << ", " << pw->K << "] " << pw->dtype << " weight at "
+                                                << pw->source << ", but w is " << w.sizes() << " " << w.scalar_type()
+                                                << " at " << w.data_ptr()
+                                                << " (or its data is null or not 64-byte aligned); pack the weight "
+                                                   "again (model::DecodeLayout::repack) after moving or reshaping it");
+  }
   switch (x.scalar_type()) {
-    case at::kFloat: return row_linear_impl<float>(x, ws, bs, pool, isa, parallel);
-    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, ws, bs, pool, isa, parallel);
-    case at::kHalf: return row_linear_impl<c10::Half>(x, ws, bs, pool, isa, parallel);
+    case at::kFloat: return row_linear_impl<float>(x, ws, bs, pool, isa, parallel, packed);
+    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, ws, bs, pool, isa, parallel, packed);
+    case at::kHalf: return row_linear_impl<c10::Half>(x, ws, bs, pool, isa, parallel, packed);
     default: AGENTR1_CHECK(false, "row_linear: unsupported dtype " << x.scalar_type() << " (float, bfloat16, half)");
   }
   return {};
@@ -1055,6 +1232,53 @@ void force_row_linear_isa(std::optional<RowLinearIsa> isa) {
 
 at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool) {
   return dispatch(x, {w}, {b}, pool, row_linear_isa(), /*parallel=*/true)[0];
+}
+
+at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool,
+                      const PackedWeight* packed) {
+  return dispatch(x, {w}, {b}, pool, row_linear_isa(), /*parallel=*/true, {packed})[0];
+}
+
+std::vector<at::Tensor> row_linear_many(const at::Tensor& x, const std::vector<at::Tensor>& ws,
+                                        const std::vector<at::Tensor>& bs, SpinPool* pool,
+                                        const std::vector<const PackedWeight*>& packed) {
+  return dispatch(x, ws, bs, pool, row_linear_isa(), /*parallel=*/true, packed);
+}
+
+int64_t packed_weight_elems(int64_t O, int64_t K, at::ScalarType dtype) {
+  AGENTR1_CHECK(O >= 1 && K >= 1, "packed_weight_elems: O and K must be >= 1, got " << O << " and " << K);
+  AGENTR1_CHECK(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf,
+                "packed_weight_elems: unsupported dtype " << dtype << " (float, bfloat16, half)");
+  const int64_t L = 64 / static_cast<int64_t>(c10::elementSize(dtype));
+  return (O + kPackCols - 1) / kPackCols * ((K + L - 1) / L) * kPackCols * L;
+}
+
+void pack_weight(const at::Tensor& w, void* dst, SpinPool* pool) {
+  AGENTR1_CHECK(w.dim() == 2 && w.is_contiguous() && w.device().is_cpu() && w.numel() > 0 &&
+                    (w.scalar_type() == at::kFloat || w.scalar_type() == at::kBFloat16 ||
+                     w.scalar_type() == at::kHalf),
+                "pack_weight: w must be a non-empty 2-D contiguous CPU tensor of float, bfloat16 or half, got "
+                    << w.sizes() << " " << w.scalar_type() << " on " << w.device());
+  AGENTR1_CHECK(dst != nullptr && reinterpret_cast<uintptr_t>(dst) % 64 == 0,
+                "pack_weight: dst must be 64-byte aligned, got " << dst);
+  const int64_t O = w.size(0), K = w.size(1), es = static_cast<int64_t>(w.element_size());
+  const int64_t L = 64 / es, Kl = (K + L - 1) / L, groups = (O + kPackCols - 1) / kPackCols;
+  const auto* src = static_cast<const uint8_t*>(w.data_ptr());
+  auto* out = static_cast<uint8_t*>(dst);
+  auto run = [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t j = 0; j < Kl; ++j)
+        for (int c = 0; c < kPackCols; ++c) {
+          uint8_t* line = out + ((g * Kl + j) * kPackCols + c) * 64;
+          const int64_t col = g * kPackCols + c, n = col < O ? std::min(L, K - j * L) : 0;
+          if (n > 0) std::memcpy(line, src + (col * K + j * L) * es, static_cast<size_t>(n * es));
+          std::memset(line + n * es, 0, static_cast<size_t>(64 - n * es));
+        }
+  };
+  if (pool != nullptr && groups > 1)
+    pool->parallel_for(groups, run);
+  else
+    run(0, groups);
 }
 
 std::vector<at::Tensor> row_linear_many(const at::Tensor& x, const std::vector<at::Tensor>& ws,

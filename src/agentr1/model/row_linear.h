@@ -3,6 +3,8 @@
 //
 //   at::Tensor y = detail::row_linear(x, w, b, pool);   // x [N,K], w [O,K], b [O] -> y [N,O]
 //   auto qkv = detail::row_linear_many(x, {wq, wk, wv}, {bq, bk, bv}, pool);  // one region
+//   y = detail::row_linear(x1, w, b, pool, &packed);    // one row from w's copy in the decode
+//                                                       // layout (below; model/decode_layout.h)
 //   detail::silu_mul_rows_(g, u, pool);                 // g = silu(g) * u, in place
 //
 // Why: BLAS picks its algorithm by shape (gemv for one row, packed gemm blocks for many,
@@ -27,7 +29,9 @@
 // holds up to 8 rows (AVX-512) or 4 (AVX2) and column chunks stay in the cache across
 // row groups, so each weight comes from memory once per call, and the next tile's
 // weights are prefetched while a tile computes (bench/decode_bench: fractions of the
-// memory-bandwidth bound).
+// memory-bandwidth bound). One row can read a copy of the weights in the decode layout
+// (kPackCols below): one sequential stream per thread, no software prefetch
+// (set_row_linear_prefetch does not apply to it), the same bits.
 // Cost (bench/batch_invariant_bench, bench/README.md): on 2 AMD EPYC cores the AVX2
 // kernel matches OpenBLAS's sgemm at 64 rows of a 0.6B model's shapes and beats its gemv
 // on one row; on a 4M model's narrow layers (K = 256) it is ~1.3x slower than sgemm at
@@ -52,12 +56,46 @@ namespace agentr1::model::detail {
 // shapes, dtypes or devices, naming them.
 at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool = nullptr);
 
+// The decode layout: a weight [O,K] copied so that a one-row product reads it as one
+// sequential stream. Row-major, a one-row tile reads 4 columns at a time, each a short
+// stream (K elements) that restarts every tile; at this VM's fast moments the hardware
+// prefetchers follow them late (products at 71-80% of a plain read of the same bytes,
+// bench/README.md session 16). Layout: groups of kPackCols columns; within a group the
+// columns' 64-byte lines interleaved, line by line:
+//   element (c, k) at ((c / 4) * Kl + k / L) * 4L + (c % 4) * L + k % L
+// with L = 64 / sizeof(element) and Kl = ceil(K / L) lines per column; the padding
+// (columns >= O, k >= K) is zero. The one-row tiles that read it perform the contract's
+// operations on the same values in the same order: the same bits as w itself.
+inline constexpr int kPackCols = 4;
+// Elements of w's dtype in the layout of an [O,K] weight of `dtype` (float, bf16, half).
+int64_t packed_weight_elems(int64_t O, int64_t K, at::ScalarType dtype);
+// Writes w (2-D, contiguous, CPU; float, bf16 or half) into dst in the layout
+// (packed_weight_elems elements, 64-byte aligned); split over `pool` when given.
+void pack_weight(const at::Tensor& w, void* dst, SpinPool* pool = nullptr);
+// A weight's copy in the layout, for row_linear / row_linear_many below.
+struct PackedWeight {
+  const void* data = nullptr;    // packed_weight_elems(O, K, dtype) elements, 64-byte aligned
+  int64_t O = 0, K = 0;
+  at::ScalarType dtype = at::kFloat;
+  const void* source = nullptr;  // w.data_ptr() of the weight it copies
+};
+// With x of one row and `packed` a copy of w (its O, K, dtype and source checked: Error
+// if they differ), the product reads the copy: the same bits as without it. Other row
+// counts read w.
+at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool,
+                      const PackedWeight* packed);
+
 // Several products of one x (a layer's q/k/v, or gate/up): ys[i] equals
 // row_linear(x, ws[i], bs[i]) bit for bit, computed in one parallel region over all
 // their columns (one thread hand-off instead of one per product; x widened once).
 // bs has one entry per weight (an undefined tensor for none). Same checks as row_linear.
 std::vector<at::Tensor> row_linear_many(const at::Tensor& x, const std::vector<at::Tensor>& ws,
                                         const std::vector<at::Tensor>& bs, SpinPool* pool = nullptr);
+// The same with copies in the decode layout: packed empty or one entry per weight (null:
+// read ws[i]), as row_linear's `packed` above.
+std::vector<at::Tensor> row_linear_many(const at::Tensor& x, const std::vector<at::Tensor>& ws,
+                                        const std::vector<at::Tensor>& bs, SpinPool* pool,
+                                        const std::vector<const PackedWeight*>& packed);
 
 // Which code computes the products. Every one computes the contract's bits; they differ
 // in speed only: AVX-512 puts two output columns in a register (twice the multiply-adds

@@ -172,6 +172,103 @@ TEST_P(RowLinear, ManyEqualsEachAloneBitForBit) {
   }
 }
 
+// A weight's copy in the decode layout, in a buffer of its own (torch's CPU allocator
+// aligns to 64 bytes; checked).
+struct Packed {
+  at::Tensor buf;
+  PackedWeight pw;
+  explicit Packed(const at::Tensor& w, SpinPool* pool = nullptr) {
+    buf = at::empty({packed_weight_elems(w.size(0), w.size(1), w.scalar_type())}, w.options());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.data_ptr()) % 64, 0u);
+    pack_weight(w, buf.data_ptr(), pool);
+    pw = PackedWeight{buf.data_ptr(), w.size(0), w.size(1), w.scalar_type(), w.data_ptr()};
+  }
+};
+
+// The layout as row_linear.h documents it, element by element: (c, k) at
+// ((c / 4) * Kl + k / L) * 4L + (c % 4) * L + k % L, zeros elsewhere.
+TEST_P(RowLinear, PackWeightWritesTheDocumentedLayout) {
+  const at::ScalarType dt = GetParam();
+  const int64_t L = 64 / static_cast<int64_t>(c10::elementSize(dt));
+  SpinPool pool(2);
+  for (auto [O, K] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {8, 64}, {13, 100}, {40, 33}}) {
+    const at::Tensor w = randn({O, K}, 50 + O, dt);
+    const Packed p(w, &pool);
+    const int64_t Kl = (K + L - 1) / L, groups = (O + 3) / 4;
+    ASSERT_EQ(p.buf.numel(), groups * Kl * 4 * L);
+    const auto* got = static_cast<const uint8_t*>(p.buf.data_ptr());
+    const auto* src = static_cast<const uint8_t*>(w.data_ptr());
+    const int64_t es = static_cast<int64_t>(w.element_size());
+    std::vector<bool> covered(static_cast<size_t>(p.buf.numel()), false);
+    for (int64_t c = 0; c < O; ++c)
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t at = ((c / 4) * Kl + k / L) * 4 * L + (c % 4) * L + k % L;
+        covered[static_cast<size_t>(at)] = true;
+        ASSERT_EQ(std::memcmp(got + at * es, src + (c * K + k) * es, es), 0) << "O " << O << " K " << K << " c " << c << " k " << k;
+      }
+    for (int64_t i = 0; i < p.buf.numel(); ++i)
+      if (!covered[static_cast<size_t>(i)])
+        for (int64_t j = 0; j < es; ++j) ASSERT_EQ(got[i * es + j], 0) << "padding element " << i << " not zero";
+  }
+}
+
+// One row read from the decode layout: the portable definition's bits on every ISA, alone,
+// on a pool, in one-unit pieces, and inside row_linear_many beside products read
+// row-major; every K tail (below 8, a 16-k step, a lone 8-k step) and every last-group
+// width (O % 4). Several rows ignore the copy and read w.
+TEST_P(RowLinear, PackedCopyGivesTheSameBitsOnEveryIsa) {
+  const at::ScalarType dt = GetParam();
+  SpinPool pool(2), pool3(3);
+  std::vector<Shape> shapes;
+  for (int64_t K : {1, 7, 8, 16, 37, 48, 88, 300, 1030})
+    for (int64_t O : {1, 3, 4, 6, 50, 131}) shapes.push_back(Shape{1, K, O, (K + O) % 2 == 0});
+  shapes.push_back(Shape{1, 1024, 200, true});
+  for (RowLinearIsa isa : supported_isas()) {
+    ForcedIsa forced(isa);
+    for (const Shape s : shapes) {
+      const at::Tensor x = randn({1, s.K}, 60 + s.K, dt), w = randn({s.O, s.K}, 61 + s.O, dt);
+      const at::Tensor b = s.bias ? randn({s.O}, 62, dt) : at::Tensor();
+      Packed p(w);
+      const at::Tensor ref = row_linear_portable(x, w, b);
+      const std::string where = std::string(row_linear_isa_name(isa)) + ": K " + std::to_string(s.K) + " O " +
+                                std::to_string(s.O);
+      EXPECT_TRUE(same_bits(row_linear(x, w, b, nullptr, &p.pw), ref)) << where;
+      EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool, &p.pw), ref)) << where << " on a pool";
+      {
+        OnePiecePerUnit one;
+        EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool3, &p.pw), ref)) << where << " on 3 threads, one-unit pieces";
+      }
+      // Beside a row-major product of the same x, in one region.
+      const at::Tensor w2 = randn({70, s.K}, 63, dt);
+      const std::vector<at::Tensor> two = row_linear_many(x, {w2, w}, {at::Tensor(), b}, &pool, {nullptr, &p.pw});
+      EXPECT_TRUE(same_bits(two[0], row_linear_portable(x, w2, {}))) << where << " many, row-major one";
+      EXPECT_TRUE(same_bits(two[1], ref)) << where << " many, packed one";
+      // Three rows: the copy is not read.
+      const at::Tensor x3 = randn({3, s.K}, 64, dt);
+      EXPECT_TRUE(same_bits(row_linear(x3, w, b, &pool, &p.pw), row_linear_portable(x3, w, b))) << where << " 3 rows";
+      // The copy is what one row reads: zeroed, the products are the bias alone.
+      p.buf.zero_();
+      const at::Tensor bias_only = s.bias ? b.unsqueeze(0) : at::zeros({1, s.O}, x.options());
+      EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool, &p.pw), bias_only)) << where << " zeroed copy";
+    }
+  }
+}
+
+TEST(RowLinearErrors, PackedCopyOfAnotherWeightIsRefused) {
+  const at::Tensor x = randn({1, 40}, 1, at::kFloat), w = randn({9, 40}, 2, at::kFloat), v = w.clone();
+  const Packed p(w);
+  EXPECT_NO_THROW(row_linear(x, w, {}, nullptr, &p.pw));
+  try {
+    row_linear(x, v, {}, nullptr, &p.pw);  // the same values, another tensor: not its copy
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pack the weight again"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(row_linear_many(x, {w, w}, {at::Tensor(), at::Tensor()}, nullptr, {&p.pw}), Error);
+  EXPECT_THROW(pack_weight(at::zeros({3}), p.buf.data_ptr()), Error);
+  EXPECT_THROW(packed_weight_elems(0, 4, at::kFloat), Error);
+}
+
 TEST(RowLinearErrors, ManyNamesTheShapeAndTheBiasCount) {
   const at::Tensor x = at::zeros({2, 3}), w = at::zeros({4, 3}), bad = at::zeros({4, 5});
   EXPECT_THROW(row_linear_many(x, {w, w}, {at::Tensor()}), Error);
