@@ -16,6 +16,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "agentr1/core/error.h"
+
 namespace agentr1::model {
 namespace {
 
@@ -66,6 +68,22 @@ struct Arena {
 
 void release_arena_ref(void* ctx) { delete static_cast<std::shared_ptr<Arena>*>(ctx); }
 
+#if defined(__linux__)
+// An anonymous mapping of at least `len` bytes from a 2 MiB boundary, advised
+// MADV_HUGEPAGE before anything is written; null (and nothing mapped) on failure.
+std::shared_ptr<Arena> map_huge_arena(size_t len, uint8_t** base) {
+  auto arena = std::make_shared<Arena>();
+  const size_t rounded = round_up(len, kHugePage);
+  arena->map_len = rounded + kHugePage;  // room to start on a 2 MiB boundary
+  void* m = ::mmap(nullptr, arena->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  arena->map = m;
+  *base = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(m), kHugePage));
+  if (::madvise(*base, rounded, MADV_HUGEPAGE) != 0) return nullptr;  // (unmapped with the arena)
+  return arena;
+}
+#endif
+
 struct Group {  // the module's tensors on one storage
   std::vector<at::Tensor> tensors;
   std::set<const c10::TensorImpl*> impls;
@@ -105,14 +123,9 @@ HugePageReport place_in_huge_pages(torch::nn::Module& module, int64_t min_bytes)
     total += round_up(g.tensors.front().storage().nbytes(), kAlign);
   }
   if (take.empty()) return r;
-  auto arena = std::make_shared<Arena>();
-  arena->map_len = round_up(total, kHugePage) + kHugePage;  // room to start on a 2 MiB boundary
-  void* m = ::mmap(nullptr, arena->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return r;
-  arena->map = m;
-  auto* base = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(m), kHugePage));
-  if (::madvise(base, round_up(total, kHugePage), MADV_HUGEPAGE) != 0) return r;  // before the first write
-  // (the arena goes with `arena` on these returns: nothing was moved yet)
+  uint8_t* base = nullptr;
+  const std::shared_ptr<Arena> arena = map_huge_arena(total, &base);
+  if (arena == nullptr) return r;  // nothing was moved yet
   size_t off = 0;
   for (const c10::StorageImpl* s : take) {
     Group& g = groups[s];
@@ -144,6 +157,34 @@ HugePageReport place_in_huge_pages(torch::nn::Module& module, int64_t min_bytes)
   (void)min_bytes;
 #endif
   return r;
+}
+
+at::Tensor huge_page_buffer(int64_t bytes) {
+  AGENTR1_CHECK(bytes >= 1, "huge_page_buffer: bytes must be >= 1, got " << bytes);
+  const auto plain = [&] { return at::zeros({bytes}, at::TensorOptions().dtype(at::kByte)); };
+#if defined(__linux__)
+  const std::string mode = thp_mode();
+  if (mode.empty() || mode == "never") return plain();
+  uint8_t* base = nullptr;
+  const std::shared_ptr<Arena> arena = map_huge_arena(static_cast<size_t>(bytes), &base);
+  if (arena == nullptr) return plain();
+  c10::Storage storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(bytes),
+                       at::DataPtr(base, new std::shared_ptr<Arena>(arena), &release_arena_ref, at::Device(at::kCPU)),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  return at::empty({0}, at::TensorOptions().dtype(at::kByte)).set_(storage, 0, {bytes}, {1});
+#else
+  return plain();
+#endif
+}
+
+int64_t mem_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    long kb = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %ld kB", &kb) == 1) return int64_t{kb} * 1024;
+  }
+  return -1;
 }
 
 }  // namespace agentr1::model

@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <string>
 
+#include <ATen/core/Tensor.h>
+
 namespace torch::nn {
 class Module;
 }
@@ -45,5 +47,14 @@ struct HugePageReport {
 };
 
 HugePageReport place_in_huge_pages(torch::nn::Module& module, int64_t min_bytes = int64_t{2} << 20);
+
+// A new uint8 CPU tensor of `bytes` (>= 1) in an anonymous mapping of its own, advised
+// for huge pages before it is written, as the arena above (zero-filled); where that
+// cannot be had (not Linux, THP "never", mmap or madvise failing), an ordinary
+// at::zeros. 64-byte aligned either way.
+at::Tensor huge_page_buffer(int64_t bytes);
+
+// MemAvailable of /proc/meminfo in bytes; -1 where it cannot be read (not Linux).
+int64_t mem_available_bytes();
 
 }  // namespace agentr1::model

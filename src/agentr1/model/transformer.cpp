@@ -21,6 +21,7 @@
 #include "agentr1/model/blocked_attention.h"
 #include "agentr1/model/lora.h"
 #include "agentr1/model/paged_attention.h"
+#include "agentr1/model/decode_layout.h"
 #include "agentr1/model/row_linear.h"
 
 namespace agentr1::model {
@@ -720,8 +721,21 @@ std::pair<at::Tensor, at::Tensor> TransformerImpl::rope_table(int64_t n) {
   return {impl_->rope_cos, impl_->rope_sin};
 }
 
+std::vector<at::Tensor> TransformerImpl::decode_weights() const {
+  std::vector<at::Tensor> out;
+  for (const auto& layer : impl_->body->layer_ptrs) {
+    const AttentionImpl& a = *layer->self_attn;
+    const MLPImpl& mlp = *layer->mlp;
+    for (const LinearImpl* p : {a.q_proj.get(), a.k_proj.get(), a.v_proj.get(), a.o_proj.get(),
+                                mlp.gate_proj.get(), mlp.up_proj.get(), mlp.down_proj.get()})
+      out.push_back(p->weight);
+  }
+  out.push_back(impl_->head_weight());
+  return out;
+}
+
 at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vector<CachedRow>& rows, KVCache& cache,
-                                           SpinPool* pool) {
+                                           SpinPool* pool, const DecodeLayout* packed) {
   at::NoGradGuard no_grad;  // inference only: cache writes must not record autograd history
   const detail::PagedLayout L = paged_layout(cfg_, ids, rows, cache);
   const at::Tensor& w = impl_->body->embed_tokens->weight;
@@ -749,8 +763,13 @@ at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vec
   if (cache.fused_attention && dev.is_cpu()) {
     // The products: BLAS by default; row_linear's fixed per-element order when invariant.
     const bool inv = cache.batch_invariant;
+    // One-row products read the weights' copies in the decode layout where `packed` has
+    // them current (the same bits).
+    auto copy_of = [&](const at::Tensor& wt) -> const detail::PackedWeight* {
+      return packed != nullptr ? packed->find(wt) : nullptr;
+    };
     auto lin = [&](const at::Tensor& in, const at::Tensor& wt, const at::Tensor& bias) {
-      return inv ? detail::row_linear(in, wt, bias, pool) : linear_rows(in, wt, bias, pool);
+      return inv ? detail::row_linear(in, wt, bias, pool, copy_of(wt)) : linear_rows(in, wt, bias, pool);
     };
     // A projection with its LoRA adapter applied beside the base product (no merged
     // copy): y = x W^T + b + ((x A^T) B^T) * scaling, as LinearImpl::forward computes it.
@@ -769,11 +788,13 @@ at::Tensor TransformerImpl::forward_cached(const at::Tensor& ids, const std::vec
       for (const LinearImpl* p : ps) fuse = fuse && !p->adapted();
       if (fuse) {
         std::vector<at::Tensor> ws, bs;
+        std::vector<const detail::PackedWeight*> copies;
         for (const LinearImpl* p : ps) {
           ws.push_back(p->weight);
           bs.push_back(p->bias);
+          copies.push_back(copy_of(p->weight));
         }
-        return detail::row_linear_many(in, ws, bs, pool);
+        return detail::row_linear_many(in, ws, bs, pool, copies);
       }
       for (const LinearImpl* p : ps) out.push_back(proj(in, *p));
       return out;

@@ -24,6 +24,8 @@
 
 namespace agentr1::model {
 
+class DecodeLayout;  // decode_layout.h
+
 // Keys beyond which the learner's attention runs in tiles (set_attention_block).
 inline constexpr int64_t kDefaultAttentionBlock = 256;
 
@@ -125,8 +127,14 @@ class TransformerImpl : public torch::nn::Module {
   // max_position_embeddings. CPU caches use the fused kernels of paged_attention.h
   // unless cache.fused_attention is false. With `pool` (optional) the fused path's
   // products and attention run on its threads instead of OpenMP (see spin_pool.h).
+  // `packed` (optional, model/decode_layout.h): copies of decode_weights() in the decode
+  // layout; the batch-invariant path's one-row products read those current there (the
+  // same bits, faster at batch 1).
   at::Tensor forward_cached(const at::Tensor& ids, const std::vector<CachedRow>& rows, KVCache& cache,
-                            SpinPool* pool = nullptr);
+                            SpinPool* pool = nullptr, const DecodeLayout* packed = nullptr);
+  // The weights forward_cached's products read, in the order it reads them: per layer
+  // q, k, v, o, gate, up, down (the base weights under LoRA), then the LM head.
+  std::vector<at::Tensor> decode_weights() const;
 
  private:
   // fp32 RoPE tables [>= n, hd] (cos, sin) for positions 0.., computed once and grown.
