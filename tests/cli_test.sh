@@ -144,6 +144,13 @@ check "generate runs" test $? -eq 0
   >"$tmp/gen_nohp.txt" 2>"$tmp/gen_nohp.err"
 check "generate --no-huge-pages: the same tokens" cmp -s "$tmp/gen.txt" "$tmp/gen_nohp.txt"
 check "generate --no-huge-pages: nothing moved" bash -c "! grep -q 'advised for huge pages' '$tmp/gen_nohp.err'"
+# One sequence decodes alone: by default its steps read the weights' copy in the decode layout
+# (logged when built); --no-packed-decode reads the weights themselves, and the tokens are the same.
+check "generate: the decode layout built by default" grep -q 'copied into the decode layout' "$tmp/gen.err"
+"$bin" generate --model "$tmp/model" --prompt "hi" --max-new-tokens 4 --temperature 0 --threads 1 --no-packed-decode \
+  >"$tmp/gen_nopk.txt" 2>"$tmp/gen_nopk.err"
+check "generate --no-packed-decode: the same tokens" cmp -s "$tmp/gen.txt" "$tmp/gen_nopk.txt"
+check "generate --no-packed-decode: no decode layout" bash -c "! grep -q 'decode layout' '$tmp/gen_nopk.err'"
 thp=/sys/kernel/mm/transparent_hugepage/enabled
 # The trainer's engine takes rollout.huge_pages from the config (one step on the same model).
 hp_train=(model.path="$tmp/model" trainer.total_steps=1 data.train_batch_size=2 rollout.n=2 data.val_size=1
@@ -154,6 +161,8 @@ check "train runs on the Qwen3-vocabulary model" test $? -eq 0
   2>"$tmp/hp_train_off.err"
 check "train rollout.huge_pages=false runs" test $? -eq 0
 check "train rollout.huge_pages=false: nothing moved" bash -c "! grep -q 'advised for huge pages' '$tmp/hp_train_off.err'"
+check "train: no decode layout by default (rollout.packed_decode=false)" \
+  bash -c "! grep -q 'decode layout' '$tmp/hp_train.err'"
 if [[ -r $thp ]] && ! grep -q '\[never\]' "$thp"; then
   check "generate: the weights moved into huge pages by default" grep -q 'advised for huge pages' "$tmp/gen.err"
   check "train: the engine's weights moved into huge pages by default" \

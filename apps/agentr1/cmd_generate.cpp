@@ -50,6 +50,7 @@ struct GenerateOpts {
   std::string dtype = "fp32";  // weights / KV-cache dtype
   bool json_out = false;       // print ids, log-probs and finish reason as one JSON line
   bool huge_pages = true;      // the weights in transparent huge pages (rollout::EngineOptions::huge_pages)
+  bool packed_decode = true;   // one-sequence steps read the decode layout (rollout::EngineOptions::packed_decode)
 };
 
 int run_generate(const GenerateOpts& o) {
@@ -103,6 +104,7 @@ int run_generate(const GenerateOpts& o) {
   eo.max_batch = 1;
   eo.prefix_cache = false;
   eo.huge_pages = o.huge_pages;
+  eo.packed_decode = o.packed_decode;
   size_t longest = 0;
   for (const TokenIds& p : prompts) longest = std::max(longest, p.size());
   const int64_t want = static_cast<int64_t>(longest) + o.max_new_tokens;
@@ -177,6 +179,11 @@ agentr1::cli::Registrar reg("generate", "Sample a completion from a model direct
   app.add_flag("--huge-pages,!--no-huge-pages", o->huge_pages,
                "Move the weights into transparent huge pages before decoding (the same bits; faster where THP "
                "is 'madvise'; the default). --no-huge-pages: leave them as loaded")
+      ->capture_default_str();
+  app.add_flag("--packed-decode,!--no-packed-decode", o->packed_decode,
+               "Steps that decode one sequence alone read a copy of the weights in the decode layout (one "
+               "sequential stream per product: the same tokens, faster at batch 1; the default). It costs a second "
+               "copy of the weights in memory. --no-packed-decode: read the weights themselves")
       ->capture_default_str();
   app.add_flag("--json", o->json_out,
                "Print one JSON line {prompt_ids, token_ids, logprobs, finish, text} instead of the text");

@@ -75,6 +75,7 @@ struct ServeOpts {
   std::string tool_format;        // chat tool-call format; empty = the template's own (default_tool_format)
   bool batch_invariant = true;    // a request's tokens and log-probs do not depend on what it is batched with
   bool huge_pages = true;         // the weights in transparent huge pages (rollout::EngineOptions::huge_pages)
+  bool packed_decode = true;      // one-sequence steps read the decode layout (rollout::EngineOptions::packed_decode)
 };
 
 std::atomic<int> g_signal{0};
@@ -250,6 +251,7 @@ int run_serve(const ServeOpts& o) {
   eo.n_blocks = o.kv_blocks;
   eo.batch_invariant = o.batch_invariant;
   eo.huge_pages = o.huge_pages;
+  eo.packed_decode = o.packed_decode;
   eo.detokenize = [tok](const TokenIds& ids) { return tok.decode(ids); };
   rollout::Engine engine(m, eo);
   const rollout::EngineStats st = engine.stats();
@@ -331,6 +333,11 @@ agentr1::cli::Registrar reg("serve", "Serve a model over the OpenAI API (complet
   app.add_flag("--huge-pages,!--no-huge-pages", o->huge_pages,
                "Move the weights into transparent huge pages when the engine starts (the same bits; decode "
                "streams them faster where THP is 'madvise'; the default). --no-huge-pages: leave them as loaded")
+      ->capture_default_str();
+  app.add_flag("--packed-decode,!--no-packed-decode", o->packed_decode,
+               "Steps that decode one request alone read a copy of the weights in the decode layout (one "
+               "sequential stream per product: the same tokens, faster at batch 1; the default). It costs a second "
+               "copy of the weights in memory. --no-packed-decode: read the weights themselves")
       ->capture_default_str();
   app.add_option("--tool-format", o->tool_format,
                  "Tool-call format of chat responses (hermes, llama3_json, deepseek_v3, mistral, gpt_oss); "

@@ -175,6 +175,7 @@ EvalResult evaluate_model(const TrainConfig& c, const std::string& model_dir, co
   eo.prefix_cache = c.rollout.prefix_cache;
   eo.batch_invariant = c.rollout.batch_invariant;
   eo.huge_pages = c.rollout.huge_pages;
+  eo.packed_decode = c.rollout.packed_decode;
   eo.block_size = c.rollout.kv_block_size;
   eo.n_blocks = c.rollout.kv_blocks;
   eo.detokenize = [&tok](const TokenIds& ids) { return tok.decode(ids); };

@@ -1,5 +1,6 @@
 #include "agentr1/rollout/engine.h"
 
+#include "agentr1/model/decode_layout.h"
 #include "agentr1/model/huge_pages.h"
 
 #include <algorithm>
@@ -108,6 +109,7 @@ Engine::Engine(model::Transformer model, EngineOptions options)
                         << " MiB on huge pages)";
     }
   }
+  packed_on_ = options_.packed_decode && options_.batch_invariant && device_.is_cpu();
   stats_.kv_blocks = options_.n_blocks;
   stats_.kv_block_bytes = static_cast<int64_t>(cache_.bytes() / static_cast<size_t>(options_.n_blocks));
   AGENTR1_LOG(INFO) << "rollout engine: max_batch " << options_.max_batch << ", max_context "
@@ -198,10 +200,13 @@ std::future<GenResult> Engine::submit(GenRequest request) {
   return fut;
 }
 
-void Engine::pause() {
+void Engine::pause() { pause_marking(true); }
+
+void Engine::pause_marking(bool weights_may_change) {
   std::unique_lock<std::mutex> lk(mu_);
   ++pause_count_;
   cv_idle_.wait(lk, [this] { return !busy_; });
+  if (weights_may_change) packed_stale_ = true;  // the caller may touch the weights while paused
 }
 
 void Engine::resume() {
@@ -214,7 +219,15 @@ void Engine::resume() {
 }
 
 void Engine::with_model(const std::function<void(model::Transformer&)>& fn) {
-  pause();
+  run_paused(/*weights_may_change=*/true, fn);  // even if fn throws
+}
+
+void Engine::with_model_read(const std::function<void(model::Transformer&)>& fn) {
+  run_paused(/*weights_may_change=*/false, fn);
+}
+
+void Engine::run_paused(bool weights_may_change, const std::function<void(model::Transformer&)>& fn) {
+  pause_marking(weights_may_change);
   try {
     fn(model_);
   } catch (...) {
@@ -222,6 +235,47 @@ void Engine::with_model(const std::function<void(model::Transformer&)>& fn) {
     throw;
   }
   resume();
+}
+
+const model::DecodeLayout* Engine::decode_layout() {
+  if (!packed_on_) return nullptr;
+  try {
+    const std::vector<at::Tensor> weights = model_->decode_weights();
+    if (packed_ && packed_stale_ && !packed_->holds(weights)) packed_.reset();  // the parameters were replaced
+    if (!packed_) {
+      const int64_t need = model::DecodeLayout::bytes_needed(weights), avail = model::mem_available_bytes();
+      if (avail >= 0 && need + (int64_t{1} << 30) > avail) {
+        AGENTR1_LOG(WARN) << "rollout engine: not copying the weights into the decode layout: it needs "
+                          << need / (1024 * 1024) << " MiB and " << avail / (1024 * 1024)
+                          << " MiB are available (MemAvailable; at least 1 GiB must remain); one-sequence "
+                             "steps read the weights themselves (the same results, slower at batch 1; "
+                             "packed_decode=false skips the attempt)";
+        packed_on_ = false;
+        return nullptr;
+      }
+      packed_stale_ = false;
+      packed_ = std::make_unique<model::DecodeLayout>(weights, spin_.get());
+      AGENTR1_LOG(INFO) << "rollout engine: " << packed_->weights() << " weight tensors ("
+                        << packed_->bytes() / (1024 * 1024)
+                        << " MiB) copied into the decode layout for steps that decode one sequence alone "
+                           "(packed_decode; the same bits)";
+    } else if (packed_stale_.exchange(false)) {
+      packed_->repack(spin_.get());
+    } else {
+      return packed_.get();
+    }
+  } catch (const std::exception& e) {
+    AGENTR1_LOG(WARN) << "rollout engine: could not copy the weights into the decode layout (" << e.what()
+                      << "); decoding reads the weights themselves from now on (the same results, slower at "
+                         "batch 1; set packed_decode=false to skip the attempt)";
+    packed_.reset();
+    packed_on_ = false;
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  ++stats_.decode_layout_packs;
+  stats_.decode_layout_bytes = packed_->bytes();
+  return packed_.get();
 }
 
 void Engine::with_model_drained(const std::function<void(model::Transformer&)>& fn) {
@@ -232,6 +286,7 @@ void Engine::with_model_drained(const std::function<void(model::Transformer&)>& 
     cv_idle_.wait(lk, [this] { return !busy_ && running_count_ == 0; });
     ++pause_count_;
   }
+  packed_stale_ = true;  // fn may change the weights
   auto release = [this] {
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -250,6 +305,7 @@ void Engine::with_model_drained(const std::function<void(model::Transformer&)>& 
 }
 
 void Engine::set_policy_version(int64_t version) {
+  packed_stale_ = true;  // a new version: new weights
   std::lock_guard<std::mutex> lk(mu_);
   policy_version_ = version;
 }
@@ -275,6 +331,7 @@ void Engine::reset_stats() {
   stats_ = EngineStats{};
   stats_.kv_blocks = keep.kv_blocks;
   stats_.kv_block_bytes = keep.kv_block_bytes;
+  stats_.decode_layout_bytes = keep.decode_layout_bytes;
 }
 
 // ---------------------------------------------------------------------------------
@@ -450,8 +507,9 @@ void Engine::run_decode() {
     crows[r] = {s.kv.len, 1, &s.kv.table};
   }
   at::Tensor logits;
+  const model::DecodeLayout* packed = b == 1 ? decode_layout() : nullptr;
   try {
-    logits = model_->forward_cached(ids.to(device_), crows, cache_, spin_.get())
+    logits = model_->forward_cached(ids.to(device_), crows, cache_, spin_.get(), packed)
                  .to(at::kCPU, at::kFloat)
                  .contiguous();  // [b, V]
   } catch (const std::exception& e) {
@@ -484,6 +542,7 @@ void Engine::run_decode() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.decode_steps;
+    if (packed != nullptr) ++stats_.packed_decode_steps;
     stats_.decode_rows += b;
     stats_.max_decode_batch = std::max(stats_.max_decode_batch, b);
     stats_.kv_blocks_peak = std::max<int64_t>(stats_.kv_blocks_peak, pool_.n_in_use());

@@ -66,6 +66,10 @@
 #include "agentr1/model/transformer.h"
 #include "agentr1/rollout/block_pool.h"
 
+namespace agentr1::model {
+class DecodeLayout;  // model/decode_layout.h
+}  // namespace agentr1::model
+
 namespace agentr1::rollout {
 
 struct EngineOptions {
@@ -97,6 +101,15 @@ struct EngineOptions {
                              // tensors and bits, copied storage by storage; nothing moved
                              // below 2 MiB, if shared outside the module, or where THP is
                              // "never". Nothing else may compute on the model meanwhile
+  bool packed_decode = true; // CPU, batch_invariant: steps that decode one sequence alone
+                             // read a copy of the weights in the decode layout
+                             // (model::DecodeLayout: each product one sequential stream;
+                             // the same bits), built at the first such step and repacked
+                             // at the first after each pause (with_model,
+                             // with_model_drained) or set_policy_version; skipped with a
+                             // warning when it would leave under 1 GiB of MemAvailable.
+                             // Costs a second copy of the weights in memory (once built)
+                             // and one pass over them per repack; false = never built
   int threads = 0;           // compute threads of the worker; 0 = its creator's
                              // at::get_num_threads() (an asynchronous rollout engine may get
                              // fewer, leaving cores to the learner)
@@ -126,6 +139,9 @@ struct EngineStats {
   int64_t kv_blocks = 0;                // blocks in the cache
   int64_t kv_blocks_peak = 0;           // most blocks referenced by running sequences at once
   int64_t kv_block_bytes = 0;           // bytes per block (keys and values, all layers)
+  int64_t decode_layout_packs = 0;      // weights copied into the decode layout (builds + repacks)
+  int64_t decode_layout_bytes = 0;      // its size (0 until built)
+  int64_t packed_decode_steps = 0;      // decode steps given it (one sequence alone)
   double mean_decode_batch() const {    // batch occupancy
     return decode_steps ? static_cast<double>(decode_rows) / decode_steps : 0.0;
   }
@@ -159,6 +175,9 @@ class Engine : public Generator {
   // pause(); fn(model); resume() -- even if fn throws. For weight updates; call
   // clear_prefix_cache() afterwards if the weights changed.
   void with_model(const std::function<void(model::Transformer&)>& fn);
+  // The same for fn that only reads the model (a scoring pass; it must not change the
+  // weights): the engine's copy of them (packed_decode) is kept, not repacked.
+  void with_model_read(const std::function<void(model::Transformer&)>& fn);
 
   // Weight updates that no response straddles: stops admitting new requests (submit()
   // keeps queueing), waits until every admitted request has finished, then runs
@@ -213,6 +232,14 @@ class Engine : public Generator {
   std::atomic<int> threads_{1};   // wanted by set_threads
   std::atomic<int> active_threads_{1};  // what spin_ has (written by the worker only)
   void adopt_threads();           // worker: rebuild spin_ when threads_ changed
+  // Worker: the decode layout for a one-row step, built or repacked first when needed;
+  // null when packed_decode is off (or was turned off by a failure to build it).
+  const model::DecodeLayout* decode_layout();
+  std::unique_ptr<model::DecodeLayout> packed_;  // worker-owned
+  void pause_marking(bool weights_may_change);
+  void run_paused(bool weights_may_change, const std::function<void(model::Transformer&)>& fn);
+  std::atomic<bool> packed_stale_{false};         // weights may have changed since packed_
+  bool packed_on_ = false;                        // options and device allow it
   int64_t vocab_ = 0;
   at::Device device_;
   model::KVCache cache_;

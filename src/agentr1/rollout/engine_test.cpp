@@ -162,6 +162,75 @@ TEST(Engine, HugePagesMoveTheWeightsAndKeepTheOutputs) {
   }
 }
 
+// EngineOptions::packed_decode (on by default): steps that decode one sequence alone read
+// the weights' copy in the decode layout, built at the first such step and repacked after
+// with_model; the tokens and log-probs are those of an engine without it, bit for bit,
+// before and after a weight change, alone and in a batch's tail (sequences of different
+// lengths: the last runs alone). An engine with it off never builds one.
+TEST(Engine, PackedDecodeKeepsTheOutputsAndFollowsWeightChanges) {
+  model::Transformer plain_m = model::init_random(tiny_config(), 42), packed_m = model::init_random(tiny_config(), 42);
+  EngineOptions off = options(4, /*prefix_cache=*/false), on = off;
+  off.packed_decode = false;
+  off.threads = on.threads = 2;
+  Engine plain(plain_m, off), packed(packed_m, on);
+  std::mt19937_64 g(9);
+  auto same_outputs = [&](const std::string& what) {
+    for (int i = 0; i < 2; ++i) {
+      const TokenIds p = random_prompt(g, 6 + 5 * i);
+      const GenResult a = plain.generate({request(p, 0.0f, 10)})[0], b = packed.generate({request(p, 0.0f, 10)})[0];
+      EXPECT_EQ(a.token_ids, b.token_ids) << what << ", prompt " << i;
+      EXPECT_EQ(a.logprobs, b.logprobs) << what << ", prompt " << i;
+      const GenResult c = plain.generate({request(p, 0.8f, 10, 5 + i)})[0];
+      const GenResult d = packed.generate({request(p, 0.8f, 10, 5 + i)})[0];
+      EXPECT_EQ(c.token_ids, d.token_ids) << what << ", sampled, prompt " << i;
+      EXPECT_EQ(c.logprobs, d.logprobs) << what << ", sampled, prompt " << i;
+    }
+  };
+  same_outputs("before any change");
+  EngineStats st = packed.stats();
+  EXPECT_EQ(st.decode_layout_packs, 1);
+  EXPECT_GT(st.decode_layout_bytes, 0);
+  EXPECT_EQ(st.packed_decode_steps, st.decode_steps);  // every step had one row
+  EXPECT_GT(st.decode_steps, 0);
+  EXPECT_EQ(plain.stats().decode_layout_packs, 0);
+  EXPECT_EQ(plain.stats().packed_decode_steps, 0);
+
+  // A weight update through with_model, written past ATen (no version bump, as a raw load
+  // would): only the repack at the next one-row step makes the outputs follow it.
+  for (Engine* e : {&plain, &packed})
+    e->with_model([](model::Transformer& m) {
+      for (auto& p : m->named_parameters())
+        if (p.key().find("mlp.gate_proj") != std::string::npos) {
+          const at::Tensor next = p.value() * -1.5;
+          std::memcpy(p.value().data_ptr(), next.data_ptr(), static_cast<size_t>(next.numel() * next.element_size()));
+        }
+    });
+  same_outputs("after a weight change");
+  EXPECT_EQ(packed.stats().decode_layout_packs, 2);
+  // A read-only pass (with_model_read, as serve's prompt scoring) keeps the copy.
+  packed.with_model_read([](model::Transformer&) {});
+  same_outputs("after a read-only pass");
+  EXPECT_EQ(packed.stats().decode_layout_packs, 2);
+
+  // A batch whose sequences end at different lengths: the last runs alone.
+  std::vector<GenRequest> reqs;
+  for (int i = 0; i < 3; ++i) reqs.push_back(request(random_prompt(g, 7), 0.0f, 4 + 6 * i));
+  const int64_t before = packed.stats().packed_decode_steps, steps_before = packed.stats().decode_steps;
+  const std::vector<GenResult> a = plain.generate(reqs);
+  std::vector<std::future<GenResult>> futures;
+  packed.pause();  // all three admitted together
+  for (const GenRequest& r : reqs) futures.push_back(packed.submit(r));
+  packed.resume();
+  std::vector<GenResult> b;
+  for (auto& f : futures) b.push_back(f.get());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(a[i].token_ids, b[i].token_ids) << "batch, request " << i;
+    EXPECT_EQ(a[i].logprobs, b[i].logprobs) << "batch, request " << i;
+  }
+  EXPECT_GT(packed.stats().packed_decode_steps, before);
+  EXPECT_LT(packed.stats().packed_decode_steps - before, packed.stats().decode_steps - steps_before);
+}
+
 TEST(Engine, MixedBatchFromThreadsEqualsSoloRuns) {
   std::mt19937_64 g(2);
   std::vector<GenRequest> reqs;

@@ -62,7 +62,7 @@ PromptScorer engine_prompt_scorer(rollout::Engine& engine) {
   return [&engine](const std::vector<TokenIds>& prompts, double temperature, int k) {
     std::vector<PromptLogprobs> out;
     out.reserve(prompts.size());
-    engine.with_model([&](model::Transformer& m) {
+    engine.with_model_read([&](model::Transformer& m) {
       for (const TokenIds& p : prompts) out.push_back(prompt_logprobs(*m, p, temperature, k));
     });
     return out;

@@ -134,6 +134,7 @@ RLTrainer::RLTrainer(TrainConfig cfg, json tree)
   eo.prefix_cache = c.rollout.prefix_cache;
   eo.batch_invariant = c.rollout.batch_invariant;
   eo.huge_pages = c.rollout.huge_pages;
+  eo.packed_decode = c.rollout.packed_decode;
   eo.block_size = c.rollout.kv_block_size;
   eo.n_blocks = memory ? memory->kv_blocks : c.rollout.kv_blocks;
   const text::Tokenizer* tok = tokenizer_.get();

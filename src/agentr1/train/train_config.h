@@ -97,6 +97,13 @@ struct RolloutConfig {
                                   // (rollout::EngineOptions::batch_invariant; false = BLAS products)
   bool huge_pages = true;         // engine (CPU): the weights moved into transparent huge pages
                                   // (rollout::EngineOptions::huge_pages); false = left where loaded
+  bool packed_decode = false;     // engine (CPU, batch_invariant): steps that decode one sequence
+                                  // alone read a copy of the weights in the decode layout
+                                  // (rollout::EngineOptions::packed_decode): the same bits, but a
+                                  // second copy of the rollout weights in memory and one pass over
+                                  // them per weight update; off here (in training memory is the
+                                  // learner's and a batch runs alone only in its tail), on in
+                                  // generate/serve
   int kv_block_size = 16;         // engine: KV-cache positions per block
   int kv_blocks = 0;              // engine: KV-cache blocks; 0 = max_batch full-context
                                   // sequences (twice that with prefix_cache)
@@ -144,6 +151,10 @@ struct RolloutConfig {
     v.field("huge_pages", huge_pages,
             "engine (CPU): move the weights into transparent huge pages (same bits, faster decode where THP "
             "is 'madvise'); false = leave them where they were loaded");
+    v.field("packed_decode", packed_decode,
+            "engine (CPU, batch_invariant): steps that decode one sequence alone read a copy of the weights in the "
+            "decode layout (same bits, faster at batch 1; costs a second copy of the rollout weights and a pass "
+            "over them per update)");
     v.field("kv_block_size", kv_block_size, "engine: KV-cache positions per block");
     v.field("kv_blocks", kv_blocks, "engine: KV-cache blocks; 0 = enough for max_batch full-context sequences");
     v.field("val_k", val_k, "validation mean@k: samples per held-out prompt (0 = skip)");
