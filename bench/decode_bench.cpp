@@ -22,6 +22,9 @@
 //    rows: decode tokens/s (prefill timed apart and left out), against the bound
 //    tokens/s = rows x bandwidth / weight bytes; then the prefill of one --prefill-token
 //    prompt in prompt tokens/s. Row 0's tokens must not depend on the batch (checked).
+//    Three configurations: the weights on 4 KiB pages and on huge pages read row-major
+//    (EngineOptions::packed_decode off), then the defaults (huge pages, and one-sequence
+//    steps reading the weights' copy in the decode layout, model/decode_layout.h).
 //    bench/llama_cpp_bench.sh runs this beside llama.cpp on the same weights.
 // 4. Step pairs (--step-pairs N, after each dtype's engine runs, on the same model and
 //    pages): N one-token decode steps of Transformer::forward_cached at batch 1 (the
@@ -30,7 +33,9 @@
 //    read of the same bytes; printed per 12 steps as medians. The VM's bandwidth swings
 //    from second to second; pairing each step with a read taken right after it shows
 //    what the step and its products reach at the same moment, and step - products is
-//    the time outside the products (attention, norms, hand-offs).
+//    the time outside the products (attention, norms, hand-offs). Each pair also runs
+//    the step and its products reading the weights' copy in the decode layout
+//    (model::DecodeLayout), whose logits must equal the row-major step's bit for bit.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -52,6 +57,7 @@
 #include <vector>
 
 #include "agentr1/core/log.h"
+#include "agentr1/model/decode_layout.h"
 #include "agentr1/model/row_linear.h"
 #include "agentr1/model/spin_pool.h"
 #include "agentr1/model/transformer.h"
@@ -376,7 +382,13 @@ std::vector<at::Tensor> step_weights(const model::ModelConfig& c, at::ScalarType
 // The products of one step at N rows (inputs of the right widths, reused), grouped as
 // the engine runs them: per layer q/k/v in one region, o, gate/up in one, down; then
 // the head.
-double step_products(const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& xs, model::SpinPool& pool) {
+double step_products(const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& xs, model::SpinPool& pool,
+                     const model::DecodeLayout* packed = nullptr) {
+  auto copies = [&](const std::vector<at::Tensor>& group) {
+    std::vector<const model::detail::PackedWeight*> out;
+    for (const auto& w : group) out.push_back(packed != nullptr ? packed->find(w) : nullptr);
+    return out;
+  };
   auto input = [&](const at::Tensor& w) -> const at::Tensor& {
     return xs[static_cast<size_t>(w.size(1) == xs[0].size(1) ? 0 : w.size(1) == xs[1].size(1) ? 1 : 2)];
   };
@@ -387,11 +399,12 @@ double step_products(const std::vector<at::Tensor>& ws, const std::vector<at::Te
       const std::vector<at::Tensor> group(ws.begin() + static_cast<long>(i + first),
                                           ws.begin() + static_cast<long>(i + first + count));
       const std::vector<at::Tensor> ys =
-          model::detail::row_linear_many(input(group[0]), group, std::vector<at::Tensor>(count), &pool);
+          model::detail::row_linear_many(input(group[0]), group, std::vector<at::Tensor>(count), &pool, copies(group));
       (void)ys;
     }
   }
-  for (; i < ws.size(); ++i) (void)model::detail::row_linear(input(ws[i]), ws[i], {}, &pool);
+  for (; i < ws.size(); ++i)
+    (void)model::detail::row_linear(input(ws[i]), ws[i], {}, &pool, packed != nullptr ? packed->find(ws[i]) : nullptr);
   return now_s() - t0;
 }
 
@@ -444,9 +457,10 @@ struct EngineRun {
 };
 
 EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threads, int reps, bool huge_pages,
-                        const std::function<std::vector<Span>()>& weights, model::SpinPool& pool) {
+                        bool packed, const std::function<std::vector<Span>()>& weights, model::SpinPool& pool) {
   rollout::EngineOptions o;
   o.huge_pages = huge_pages;
+  o.packed_decode = packed;
   o.max_batch = batch;
   o.max_context = 64 + max_new;
   o.prefix_cache = false;
@@ -466,7 +480,9 @@ EngineRun engine_decode(model::Transformer& m, int batch, int max_new, int threa
     pre.push_back({p, s});
   }
   // The prefill plus one token, timed apart: decode time = full - this. Best of `reps`.
-  e.generate(pre);  // warm-up (allocations, RoPE table)
+  std::vector<GenRequest> warm = pre;  // warm-up: allocations, RoPE table, the decode layout (one decode step)
+  for (auto& w : warm) w.sampling.max_new_tokens = 2;
+  e.generate(warm);
   // The weights where the engine left them (moved into huge pages or not), read as many
   // times as the decode steps read them, right after each repetition: the bound of the
   // same bytes on the same pages at the same moment (this VM's bandwidth swings 1.5x
@@ -531,37 +547,64 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
   std::vector<int32_t> blocks(static_cast<size_t>(cache.n_blocks()));
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
   const auto lopts = at::TensorOptions().dtype(at::kLong);
-  at::Tensor logits = m->forward_cached(at::randint(0, c.vocab_size, {prompt}, gen, lopts),
-                                        {model::CachedRow{0, prompt, &blocks}}, cache, &pool);
+  const at::Tensor prompt_ids = at::randint(0, c.vocab_size, {prompt}, gen, lopts);
+  at::Tensor logits = m->forward_cached(prompt_ids, {model::CachedRow{0, prompt, &blocks}}, cache, &pool);
   int64_t tok = logits.argmax(-1).item<int64_t>();
-  std::printf("\n## Batch-1 decode steps of Transformer::forward_cached (%s), each paired with its products alone "
-              "and a read of the same bytes (%.2f GB), medians of 12 steps\n\n"
-              "| read GB/s | step ms | of read | products ms | of read | step - products ms |\n"
-              "|--:|--:|--:|--:|--:|--:|\n",
-              dt == at::kFloat ? "fp32" : "bf16", static_cast<double>(bytes) / 1e9);
-  std::vector<double> te, tp, tr;
+  // The same steps reading the weights' copies in the decode layout (model::DecodeLayout,
+  // as the engine's one-sequence steps do), in a second cache: its logits must equal the
+  // row-major step's bit for bit (checked every step).
+  const model::DecodeLayout packed(m->decode_weights(), &pool);
+  model::KVCache cache_p(c, cache.n_blocks(), bs, dt, at::kCPU);
+  cache_p.batch_invariant = true;
+  (void)m->forward_cached(prompt_ids, {model::CachedRow{0, prompt, &blocks}}, cache_p, &pool, &packed);
+  std::printf("\n## Batch-1 decode steps of Transformer::forward_cached (%s), row-major and in the decode layout "
+              "(%.2f GB copied), each paired with its products alone and a read of the same bytes (%.2f GB), medians "
+              "of 12 steps\n\n"
+              "| read GB/s | step ms | of read | products ms | of read | step - products ms | packed step ms | of read "
+              "| packed products ms | of read | packed step - products ms | packed / row-major step |\n"
+              "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+              dt == at::kFloat ? "fp32" : "bf16", static_cast<double>(packed.bytes()) / 1e9,
+              static_cast<double>(bytes) / 1e9);
+  std::vector<double> te, tp, tr, tpe, tpp, speed;
   for (int i = 0; i < n; ++i) {
+    const at::Tensor id = at::full({1}, tok, lopts);
     const double t0 = now_s();
-    logits = m->forward_cached(at::full({1}, tok, lopts), {model::CachedRow{prompt + i, 1, &blocks}}, cache, &pool);
-    tok = logits.argmax(-1).item<int64_t>();
+    logits = m->forward_cached(id, {model::CachedRow{prompt + i, 1, &blocks}}, cache, &pool);
     const double t1 = now_s();
     (void)step_products(ws, xs, pool);
     const double t2 = now_s();
+    const at::Tensor logits_p = m->forward_cached(id, {model::CachedRow{prompt + i, 1, &blocks}}, cache_p, &pool, &packed);
+    const double t3 = now_s();
+    (void)step_products(ws, xs, pool, &packed);
+    const double t4 = now_s();
     tr.push_back(read_spans(spans, pool, 1));
+    tok = logits.argmax(-1).item<int64_t>();
     te.push_back(t1 - t0);
     tp.push_back(t2 - t1);
+    tpe.push_back(t3 - t2);
+    tpp.push_back(t4 - t3);
+    speed.push_back((t1 - t0) / (t3 - t2));
     if (!std::isfinite(logits.max().item<float>())) {
       std::printf("FAIL: step %d's logits are not finite\n", i);
       return false;
     }
+    if (logits.sizes() != logits_p.sizes() ||
+        std::memcmp(logits.data_ptr(), logits_p.data_ptr(), static_cast<size_t>(logits.numel()) * sizeof(float)) != 0) {
+      std::printf("FAIL: step %d's logits from the decode layout differ from the row-major step's\n", i);
+      return false;
+    }
     if (te.size() == 12 || i == n - 1) {
-      const double e = median(te), p = median(tp), r = median(tr);
-      std::printf("| %.1f | %.2f | %.0f%% | %.2f | %.0f%% | %.2f |\n", static_cast<double>(bytes) / r / 1e9, e * 1e3,
-                  100.0 * r / e, p * 1e3, 100.0 * r / p, (e - p) * 1e3);
+      const double e = median(te), p = median(tp), r = median(tr), pe = median(tpe), pp = median(tpp);
+      std::printf("| %.1f | %.2f | %.0f%% | %.2f | %.0f%% | %.2f | %.2f | %.0f%% | %.2f | %.0f%% | %.2f | %.2fx |\n",
+                  static_cast<double>(bytes) / r / 1e9, e * 1e3, 100.0 * r / e, p * 1e3, 100.0 * r / p, (e - p) * 1e3,
+                  pe * 1e3, 100.0 * r / pe, pp * 1e3, 100.0 * r / pp, (pe - pp) * 1e3, median(speed));
       std::fflush(stdout);
       te.clear();
       tp.clear();
       tr.clear();
+      tpe.clear();
+      tpp.clear();
+      speed.clear();
     }
   }
   return true;
@@ -663,10 +706,13 @@ int main(int argc, char** argv) {
     bytes -= static_cast<double>(mc.vocab_size * mc.hidden_size) * (dt == at::kFloat ? 4 : 2) *
              (mc.tie_word_embeddings ? 0 : 1);  // an untied embedding is read per token, not per row
     std::vector<GenResult> first;
-    std::vector<double> small_pages;
+    std::vector<double> small_pages, row_major;
     // First with the weights where the loader put them (EngineOptions::huge_pages off),
-    // then with the engine's default, which moves them into huge pages (they stay there).
-    for (bool huge : {false, true}) {
+    // then moved into huge pages (they stay there), both reading the weights row-major
+    // (packed_decode off); then the engine's defaults, whose one-sequence steps read the
+    // weights' copy in the decode layout (batch 1 only: a batch reads the weights).
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool huge = variant > 0, packed = variant == 2;
       for (size_t bi = 0; bi < a.engine_batches.size(); ++bi) {
         const int b = a.engine_batches[bi];
         // The bytes `bytes` counts: every parameter, less an untied input embedding.
@@ -676,22 +722,26 @@ int main(int argc, char** argv) {
             if (mc.tie_word_embeddings || kv.key().find("embed_tokens") == std::string::npos) ts.push_back(kv.value());
           return spans_of(ts);
         };
-        EngineRun r = engine_decode(m, b, a.max_new, a.threads, a.reps, huge, weights, pool);
+        EngineRun r = engine_decode(m, b, a.max_new, a.threads, a.reps, huge, packed, weights, pool);
         if (first.empty()) first = r.out;
         // Batch invariance (and the move keeping the bits): row 0 decodes the same tokens.
         if (r.out[0].token_ids != first[0].token_ids) {
           std::printf("FAIL: %s row 0 at batch %d (%s) differs from batch %d on 4 KiB pages\n", dn.c_str(), b,
-                      huge ? "huge pages" : "4 KiB pages", a.engine_batches[0]);
+                      packed ? "decode layout" : huge ? "huge pages" : "4 KiB pages", a.engine_batches[0]);
           return 1;
         }
         double bw_here = 0;
         for (int rep = 0; rep < a.reps; ++rep) bw_here = std::max(bw_here, read_bandwidth(a.threads, 1));
         const double bound = b * bw_here / bytes;
         std::printf("| %s | %s | %d | %.1f | %.1f | %.0f%% | %.1f | %.0f%% |", dn.c_str(),
-                    huge ? "huge pages" : "4 KiB pages", b, r.decode_tok_s, bound, 100.0 * r.decode_tok_s / bound,
-                    r.read_gbs, 100.0 * r.same_bytes);
-        if (huge) std::printf(" %.2fx the 4 KiB pages' tok/s", r.decode_tok_s / small_pages[bi]);
-        else small_pages.push_back(r.decode_tok_s);
+                    packed ? "huge pages, decode layout (default)" : huge ? "huge pages" : "4 KiB pages", b,
+                    r.decode_tok_s, bound, 100.0 * r.decode_tok_s / bound, r.read_gbs, 100.0 * r.same_bytes);
+        if (variant == 0) small_pages.push_back(r.decode_tok_s);
+        if (variant == 1) {
+          row_major.push_back(r.decode_tok_s);
+          std::printf(" %.2fx the 4 KiB pages' tok/s", r.decode_tok_s / small_pages[bi]);
+        }
+        if (variant == 2) std::printf(" %.2fx row-major's tok/s", r.decode_tok_s / row_major[bi]);
         std::printf("\n");
         std::fflush(stdout);
       }
