@@ -23,8 +23,8 @@
 //    tokens/s = rows x bandwidth / weight bytes; then the prefill of one --prefill-token
 //    prompt in prompt tokens/s. Row 0's tokens must not depend on the batch (checked).
 //    Three configurations: the weights on 4 KiB pages and on huge pages read row-major
-//    (EngineOptions::packed_decode off), then the defaults (huge pages, and one-sequence
-//    steps reading the weights' copy in the decode layout, model/decode_layout.h).
+//    (the engine's defaults), then EngineOptions::packed_decode on (serve's default):
+//    one-sequence steps read the weights' copy in the decode layout (model/decode_layout.h).
 //    bench/llama_cpp_bench.sh runs this beside llama.cpp on the same weights.
 // 4. Step pairs (--step-pairs N, after each dtype's engine runs, on the same model and
 //    pages): N one-token decode steps of Transformer::forward_cached at batch 1 (the
@@ -709,8 +709,9 @@ int main(int argc, char** argv) {
     std::vector<double> small_pages, row_major;
     // First with the weights where the loader put them (EngineOptions::huge_pages off),
     // then moved into huge pages (they stay there), both reading the weights row-major
-    // (packed_decode off); then the engine's defaults, whose one-sequence steps read the
-    // weights' copy in the decode layout (batch 1 only: a batch reads the weights).
+    // (the engine's default); then with packed_decode on (serve's default), whose
+    // one-sequence steps read the weights' copy in the decode layout (batch 1 only: a
+    // batch reads the weights).
     for (int variant = 0; variant < 3; ++variant) {
       const bool huge = variant > 0, packed = variant == 2;
       for (size_t bi = 0; bi < a.engine_batches.size(); ++bi) {
@@ -734,7 +735,7 @@ int main(int argc, char** argv) {
         for (int rep = 0; rep < a.reps; ++rep) bw_here = std::max(bw_here, read_bandwidth(a.threads, 1));
         const double bound = b * bw_here / bytes;
         std::printf("| %s | %s | %d | %.1f | %.1f | %.0f%% | %.1f | %.0f%% |", dn.c_str(),
-                    packed ? "huge pages, decode layout (default)" : huge ? "huge pages" : "4 KiB pages", b,
+                    packed ? "huge pages, decode layout" : huge ? "huge pages" : "4 KiB pages", b,
                     r.decode_tok_s, bound, 100.0 * r.decode_tok_s / bound, r.read_gbs, 100.0 * r.same_bytes);
         if (variant == 0) small_pages.push_back(r.decode_tok_s);
         if (variant == 1) {

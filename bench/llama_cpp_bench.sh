@@ -92,9 +92,9 @@ tmp, dtypes = sys.argv[1], sys.argv[2].split(",")
 ours = {}
 for line in open(f"{tmp}/ours.txt"):
     # decode_bench's engine rows: dtype | weights on | rows | tok/s | bound tok/s | of bound |
-    # same-bytes read GB/s | of same-bytes read |; the engine's defaults: huge pages, and
-    # one-sequence steps reading the decode layout.
-    m = re.match(r"\| (fp32|bf16) \| huge pages, decode layout \(default\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| [\d.]+% \| [\d.]+ \| ([\d.]+)% \|", line)
+    # same-bytes read GB/s | of same-bytes read |; huge pages, and one-sequence steps
+    # reading the decode layout (packed_decode, as serve runs).
+    m = re.match(r"\| (fp32|bf16) \| huge pages, decode layout \| (\d+) \| ([\d.]+) \| ([\d.]+) \| [\d.]+% \| [\d.]+ \| ([\d.]+)% \|", line)
     if m: ours[(m[1], "decode", int(m[2]))] = (float(m[3]), float(m[4]), float(m[5]))
     m = re.match(r"\| (fp32|bf16) \| prefill (\d+) \| ([\d.]+) prompt", line)
     if m: ours[(m[1], "prefill", 0)] = (float(m[3]), None, None)

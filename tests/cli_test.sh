@@ -144,13 +144,13 @@ check "generate runs" test $? -eq 0
   >"$tmp/gen_nohp.txt" 2>"$tmp/gen_nohp.err"
 check "generate --no-huge-pages: the same tokens" cmp -s "$tmp/gen.txt" "$tmp/gen_nohp.txt"
 check "generate --no-huge-pages: nothing moved" bash -c "! grep -q 'advised for huge pages' '$tmp/gen_nohp.err'"
-# One sequence decodes alone: by default its steps read the weights' copy in the decode layout
-# (logged when built); --no-packed-decode reads the weights themselves, and the tokens are the same.
-check "generate: the decode layout built by default" grep -q 'copied into the decode layout' "$tmp/gen.err"
-"$bin" generate --model "$tmp/model" --prompt "hi" --max-new-tokens 4 --temperature 0 --threads 1 --no-packed-decode \
-  >"$tmp/gen_nopk.txt" 2>"$tmp/gen_nopk.err"
-check "generate --no-packed-decode: the same tokens" cmp -s "$tmp/gen.txt" "$tmp/gen_nopk.txt"
-check "generate --no-packed-decode: no decode layout" bash -c "! grep -q 'decode layout' '$tmp/gen_nopk.err'"
+# One sequence decodes alone: with --packed-decode its steps read the weights' copy in the decode
+# layout (logged when built), with the same tokens; by default they read the weights themselves.
+check "generate: no decode layout by default" bash -c "! grep -q 'decode layout' '$tmp/gen.err'"
+"$bin" generate --model "$tmp/model" --prompt "hi" --max-new-tokens 4 --temperature 0 --threads 1 --packed-decode \
+  >"$tmp/gen_pk.txt" 2>"$tmp/gen_pk.err"
+check "generate --packed-decode: the same tokens" cmp -s "$tmp/gen.txt" "$tmp/gen_pk.txt"
+check "generate --packed-decode: the decode layout built" grep -q 'copied into the decode layout' "$tmp/gen_pk.err"
 thp=/sys/kernel/mm/transparent_hugepage/enabled
 # The trainer's engine takes rollout.huge_pages from the config (one step on the same model).
 hp_train=(model.path="$tmp/model" trainer.total_steps=1 data.train_batch_size=2 rollout.n=2 data.val_size=1

@@ -50,7 +50,7 @@ struct GenerateOpts {
   std::string dtype = "fp32";  // weights / KV-cache dtype
   bool json_out = false;       // print ids, log-probs and finish reason as one JSON line
   bool huge_pages = true;      // the weights in transparent huge pages (rollout::EngineOptions::huge_pages)
-  bool packed_decode = true;   // one-sequence steps read the decode layout (rollout::EngineOptions::packed_decode)
+  bool packed_decode = false;  // one-sequence steps read the decode layout (rollout::EngineOptions::packed_decode)
 };
 
 int run_generate(const GenerateOpts& o) {
@@ -182,8 +182,9 @@ agentr1::cli::Registrar reg("generate", "Sample a completion from a model direct
       ->capture_default_str();
   app.add_flag("--packed-decode,!--no-packed-decode", o->packed_decode,
                "Steps that decode one sequence alone read a copy of the weights in the decode layout (one "
-               "sequential stream per product: the same tokens, faster at batch 1; the default). It costs a second "
-               "copy of the weights in memory. --no-packed-decode: read the weights themselves")
+               "sequential stream per product: the same tokens, 1.2-1.3x faster per token at batch 1 on a 0.6B "
+               "model). It costs a second copy of the weights in memory and building it takes 0.3-7 s (for long "
+               "generations). The default, --no-packed-decode: read the weights themselves")
       ->capture_default_str();
   app.add_flag("--json", o->json_out,
                "Print one JSON line {prompt_ids, token_ids, logprobs, finish, text} instead of the text");

@@ -337,7 +337,8 @@ agentr1::cli::Registrar reg("serve", "Serve a model over the OpenAI API (complet
   app.add_flag("--packed-decode,!--no-packed-decode", o->packed_decode,
                "Steps that decode one request alone read a copy of the weights in the decode layout (one "
                "sequential stream per product: the same tokens, faster at batch 1; the default). It costs a second "
-               "copy of the weights in memory. --no-packed-decode: read the weights themselves")
+               "copy of the weights in memory, built at the first such step (0.3-7 s for a 0.6B bf16 model, with "
+               "how readily the kernel finds huge pages). --no-packed-decode: read the weights themselves")
       ->capture_default_str();
   app.add_option("--tool-format", o->tool_format,
                  "Tool-call format of chat responses (hermes, llama3_json, deepseek_v3, mistral, gpt_oss); "

@@ -101,13 +101,18 @@ struct EngineOptions {
                              // tensors and bits, copied storage by storage; nothing moved
                              // below 2 MiB, if shared outside the module, or where THP is
                              // "never". Nothing else may compute on the model meanwhile
-  bool packed_decode = true; // CPU, batch_invariant: steps that decode one sequence alone
+  bool packed_decode = false; // CPU, batch_invariant: steps that decode one sequence alone
                              // read a copy of the weights in the decode layout
                              // (model::DecodeLayout: each product one sequential stream;
                              // the same bits), built at the first such step and repacked
                              // at the first after each pause (with_model,
                              // with_model_drained) or set_policy_version; skipped with a
                              // warning when it would leave under 1 GiB of MemAvailable.
+                             // Off by default: the first build touches a fresh arena of
+                             // the weights' size, 0.3 s for a 0.6B bf16 model when the
+                             // kernel has huge pages at hand and ~7 s on this VM when it
+                             // must compact memory for them, more than a short generation
+                             // saves; on in `serve` (built at its first such step)
                              // Costs a second copy of the weights in memory (once built)
                              // and one pass over them per repack; false = never built
   int threads = 0;           // compute threads of the worker; 0 = its creator's

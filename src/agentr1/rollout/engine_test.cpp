@@ -162,7 +162,7 @@ TEST(Engine, HugePagesMoveTheWeightsAndKeepTheOutputs) {
   }
 }
 
-// EngineOptions::packed_decode (on by default): steps that decode one sequence alone read
+// EngineOptions::packed_decode (off by default; serve turns it on): steps that decode one sequence alone read
 // the weights' copy in the decode layout, built at the first such step and repacked after
 // with_model; the tokens and log-probs are those of an engine without it, bit for bit,
 // before and after a weight change, alone and in a batch's tail (sequences of different
@@ -170,7 +170,8 @@ TEST(Engine, HugePagesMoveTheWeightsAndKeepTheOutputs) {
 TEST(Engine, PackedDecodeKeepsTheOutputsAndFollowsWeightChanges) {
   model::Transformer plain_m = model::init_random(tiny_config(), 42), packed_m = model::init_random(tiny_config(), 42);
   EngineOptions off = options(4, /*prefix_cache=*/false), on = off;
-  off.packed_decode = false;
+  EXPECT_FALSE(off.packed_decode);  // the default
+  on.packed_decode = true;
   off.threads = on.threads = 2;
   Engine plain(plain_m, off), packed(packed_m, on);
   std::mt19937_64 g(9);
