@@ -239,6 +239,7 @@ void Engine::run_paused(bool weights_may_change, const std::function<void(model:
 
 const model::DecodeLayout* Engine::decode_layout() {
   if (!packed_on_) return nullptr;
+  if (packed_ && !packed_stale_) return packed_.get();  // the common step: nothing to do
   try {
     const std::vector<at::Tensor> weights = model_->decode_weights();
     if (packed_ && packed_stale_ && !packed_->holds(weights)) packed_.reset();  // the parameters were replaced
