@@ -8,12 +8,14 @@
 
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <string>
 
 #include "agentr1/core/error.h"
 #include "agentr1/model/model_test_util.h"
 #include "agentr1/model/paged_attention.h"
+#include "agentr1/model/spin_pool.h"
 #include "agentr1/model/transformer.h"
 
 namespace agentr1::model {
@@ -308,6 +310,51 @@ TEST(KVCacheTest, VectorAndPortableKernelsAgree) {
       EXPECT_LE(max_abs(got[0], got[1]), dt == at::kFloat ? 1e-4 : 0.25) << arch_name(arch) << " " << c10::toString(dt);
       // The switch really switches: the forms' summation orders differ, so fp32 logits do.
       if (dt == at::kFloat) EXPECT_GT(max_abs(got[0], got[1]), 0.0) << "force_attention_avx512 had no effect";
+    }
+}
+
+// Decode attention over long rows with 128-wide heads (the 0.6B shape's), 4 KV groups of
+// 2 query heads: the work is split into (token, range of groups) items by the number of
+// threads, and each block's keys are scored 8, 4 and 1 at a time (blocks of 16 and 13
+// positions: every tail). A row's logits must be the same bits on no pool and on pools
+// of 1, 2 and 3 threads (ranges of 4, 2 and 1-2 groups), and within rounding of the
+// model's own forward (an independent path: dense attention over whole sequences).
+TEST(KVCacheTest, DecodeAttentionIsTheSameBitsForEveryThreadSplit) {
+  at::NoGradGuard ng;
+  for (at::ScalarType dt : {at::kFloat, at::kBFloat16})
+    for (const int64_t bs : {16, 13}) {
+      ModelConfig c = tiny_config(Arch::kQwen3);
+      c.hidden_size = 256;
+      c.num_attention_heads = 8;
+      c.num_key_value_heads = 4;
+      c.head_dim = 128;
+      c.intermediate_size = 64;
+      Transformer m = spicy_model(c, 31);
+      m->to(dt);
+      const int64_t P = 90, T = 100;  // a 90-token prompt, then 10 decoded positions
+      const at::Tensor ids = random_ids(1, T, c.vocab_size, 8)[0];
+      std::vector<int32_t> table;
+      for (int64_t b = (T + bs - 1) / bs; b-- > 0;) table.push_back(static_cast<int32_t>(b));  // out of order
+      auto run = [&](int threads) {
+        std::unique_ptr<SpinPool> pool(threads > 0 ? new SpinPool(threads) : nullptr);
+        KVCache cache(c, static_cast<int64_t>(table.size()), bs, dt, at::kCPU);
+        cache.batch_invariant = true;
+        std::vector<at::Tensor> rows;
+        rows.push_back(m->forward_cached(ids.narrow(0, 0, P), {CachedRow{0, P, &table}}, cache, pool.get()));
+        for (int64_t t = P; t < T; ++t)
+          rows.push_back(m->forward_cached(ids.narrow(0, t, 1), {CachedRow{t, 1, &table}}, cache, pool.get()));
+        return at::cat(rows);
+      };
+      const at::Tensor ref = run(0);
+      for (int threads : {1, 2, 3}) {
+        const at::Tensor got = run(threads);
+        EXPECT_TRUE(got.sizes() == ref.sizes() &&
+                    std::memcmp(got.data_ptr(), ref.data_ptr(), got.numel() * got.element_size()) == 0)
+            << c10::toString(dt) << " block " << bs << ", " << threads << " threads: max diff " << max_abs(got, ref);
+      }
+      const at::Tensor full = m->forward(ids.unsqueeze(0))[0].to(at::kFloat).narrow(0, P - 1, T - P + 1);
+      // bf16: the fused kernel keeps q and the scores in float where the tensor path rounds.
+      EXPECT_LE(max_abs(ref, full), dt == at::kFloat ? 1e-3 : 0.25) << c10::toString(dt) << " block " << bs;
     }
 }
 

@@ -79,6 +79,7 @@ void block_accumulate(const float* __restrict w, const float* __restrict v, int6
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,f16c")
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12, inside its own intrinsics
+#pragma GCC diagnostic ignored "-Wuninitialized"       // (_mm512_reduce_add_ps, inlined M at a time)
 
 using avx512::load16f;
 using avx512::round16;
@@ -89,42 +90,66 @@ using avx512::store16;
 // Per score: 16 fma lanes over the 16-element chunks in order, then the lanes' tree sum
 // (_mm512_reduce_add_ps). Per value element: fma over the block's positions in order.
 // A float copy of a block gives the same bits as the block itself.
+//
+// M keys' scores side by side: each key's chain of fmas is the one it has alone (the
+// same instructions on the same operands in the same order, so the same bits), but one
+// key's chain waits on the fma latency at every chunk (~4 cycles x hd / 16, then the
+// tree sum) while M chains fill the pipeline: decoding at a 4096-token context spent
+// ~2/3 of its step here (Qwen3-0.6B shape, bf16).
+template <int M, typename T>
+inline void scores_m(const float* __restrict q, const T* __restrict k, int64_t stride, int64_t hd, float scale,
+                     float* __restrict scores) {
+  __m512 a[M];
+  const __m512 q0 = _mm512_loadu_ps(q);
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) a[m] = _mm512_mul_ps(q0, load16f(k + m * stride));
+  for (int64_t d = 16; d < hd; d += 16) {
+    const __m512 qd = _mm512_loadu_ps(q + d);
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) a[m] = _mm512_fmadd_ps(qd, load16f(k + m * stride + d), a[m]);
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) scores[m] = _mm512_reduce_add_ps(a[m]) * scale;
+}
+
 template <typename T>
 void block_scores_512(const float* __restrict q, const T* __restrict k, int64_t stride, int64_t n, int64_t hd,
                       float scale, float* __restrict scores) {
-  for (int64_t j = 0; j < n; ++j) {
-    const T* kj = k + j * stride;
-    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), load16f(kj));
-    for (int64_t d = 16; d < hd; d += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), load16f(kj + d), a);
-    scores[j] = _mm512_reduce_add_ps(a) * scale;
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) scores_m<8>(q, k + j * stride, stride, hd, scale, scores + j);
+  if (j + 4 <= n) {
+    scores_m<4>(q, k + j * stride, stride, hd, scale, scores + j);
+    j += 4;
   }
+  for (; j < n; ++j) scores_m<1>(q, k + j * stride, stride, hd, scale, scores + j);
+}
+
+// C chunks of 16 value elements held in registers over the block's positions: each
+// element's fmas over the positions in order, as ever; more chunks at once, more chains
+// in flight (the whole of a 128-wide head in one pass).
+template <int C, typename T>
+inline void accumulate_c(const float* __restrict w, const T* __restrict v, int64_t stride, int64_t n,
+                         float* __restrict acc) {
+  __m512 a[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) a[c] = _mm512_loadu_ps(acc + 16 * c);
+  for (int64_t j = 0; j < n; ++j) {
+    const __m512 wj = _mm512_set1_ps(w[j]);
+    const T* vj = v + j * stride;
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) a[c] = _mm512_fmadd_ps(wj, load16f(vj + 16 * c), a[c]);
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + 16 * c, a[c]);
 }
 
 template <typename T>
 void block_accumulate_512(const float* __restrict w, const T* __restrict v, int64_t stride, int64_t n, int64_t hd,
                           float* __restrict acc) {
   int64_t d = 0;
-  for (; d + 64 <= hd; d += 64) {  // four chunks of 16 held in registers over the block
-    __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + 16);
-    __m512 a2 = _mm512_loadu_ps(acc + d + 32), a3 = _mm512_loadu_ps(acc + d + 48);
-    for (int64_t j = 0; j < n; ++j) {
-      const __m512 wj = _mm512_set1_ps(w[j]);
-      const T* vj = v + j * stride + d;
-      a0 = _mm512_fmadd_ps(wj, load16f(vj), a0);
-      a1 = _mm512_fmadd_ps(wj, load16f(vj + 16), a1);
-      a2 = _mm512_fmadd_ps(wj, load16f(vj + 32), a2);
-      a3 = _mm512_fmadd_ps(wj, load16f(vj + 48), a3);
-    }
-    _mm512_storeu_ps(acc + d, a0);
-    _mm512_storeu_ps(acc + d + 16, a1);
-    _mm512_storeu_ps(acc + d + 32, a2);
-    _mm512_storeu_ps(acc + d + 48, a3);
-  }
-  for (; d < hd; d += 16) {
-    __m512 a = _mm512_loadu_ps(acc + d);
-    for (int64_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), load16f(v + j * stride + d), a);
-    _mm512_storeu_ps(acc + d, a);
-  }
+  for (; d + 128 <= hd; d += 128) accumulate_c<8>(w, v + d, stride, n, acc + d);
+  for (; d + 64 <= hd; d += 64) accumulate_c<4>(w, v + d, stride, n, acc + d);
+  for (; d < hd; d += 16) accumulate_c<1>(w, v + d, stride, n, acc + d);
 }
 
 // rms_inplace and rope_inplace for n % 32 == 0 (the vector phase A): the sum of squares
@@ -393,21 +418,35 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
   }
   const bool mirrored = kmir != nullptr;
   const int64_t avg_keys = std::max<int64_t>(1, L.total_keys / std::max<int64_t>(1, N));
-  // Work items are (token, KV group): the group's `rep` query heads share each block, so
-  // a bf16/half block is widened once for all of them. Each head's arithmetic (its
-  // blocks in order, online softmax) is the same whatever the grouping.
-  const int64_t grain = std::max<int64_t>(1, (1 << 17) / (avg_keys * hd * rep));
+  // Work items are (token, a range of KV groups): a group's `rep` query heads share each
+  // block, so a bf16/half block is widened once for all of them, and a range's groups lie
+  // side by side in each cached position (the cache is [block, position, group, hd]): an
+  // item reads one contiguous run per position instead of a group's 256 bytes of every
+  // 2 KB (Qwen3-0.6B). A token's groups are split into as many ranges as there are
+  // threads to share them (decoding one row: one range per thread). Each head's
+  // arithmetic (its blocks in order, online softmax) is the same whatever the grouping.
+  // Measured (paged_attention alone, one bf16 row at a 4096-token context, 28 layers of
+  // the 0.6B shape, 2 threads; bench/README.md session 18): 51-55 ms with one group per item and one key
+  // per chain, 43-46 ms with scores_m's 8 chains, 33-38 ms with ranges: ~13 GB/s of
+  // keys and values, where a plain read of this strided pattern reaches ~15 GB/s and one
+  // thread reading whole positions in order ~20 GB/s. Splitting a row's blocks between
+  // threads would read contiguous memory but changes the softmax's order of operations.
+  const int64_t threads = pool != nullptr ? pool->threads() : at::get_num_threads();
+  const int64_t parts = std::clamp<int64_t>((threads + N - 1) / N, 1, nKV);
+  const int64_t grain = std::max<int64_t>(1, (1 << 17) / (avg_keys * hd * rep * ((nKV + parts - 1) / parts)));
   const bool v512 = attention_avx512() && hd % 16 == 0;
-  par_for(pool, N * nKV, grain, [&](int64_t w0, int64_t w1) {
-    std::vector<float> acc(static_cast<size_t>(rep * hd)), sc(static_cast<size_t>(bs));
-    std::vector<float> m(static_cast<size_t>(rep)), l(static_cast<size_t>(rep));
+  par_for(pool, N * parts, grain, [&](int64_t w0, int64_t w1) {
+    const int64_t most = (nKV + parts - 1) / parts;  // groups in the largest range
+    std::vector<float> acc(static_cast<size_t>(most * rep * hd)), sc(static_cast<size_t>(bs));
+    std::vector<float> m(static_cast<size_t>(most * rep)), l(static_cast<size_t>(most * rep));
     std::vector<float> kbuf, vbuf;  // a widened block (bf16/half without the mirror or AVX-512)
     if (!std::is_same_v<T, float> && !mirrored && !v512) {
       kbuf.resize(static_cast<size_t>(bs * hd));
       vbuf.resize(static_cast<size_t>(bs * hd));
     }
     for (int64_t w = w0; w < w1; ++w) {
-      const int64_t i = w / nKV, g = w % nKV;
+      const int64_t i = w / parts, part = w % parts;
+      const int64_t g0 = part * nKV / parts, g1 = (part + 1) * nKV / parts;  // this item's groups
       const int64_t n_keys = L.pos[i] + 1;
       const std::vector<int32_t>& table = *L.blocks[L.row[i]];
       std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
@@ -415,78 +454,85 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t b = 0; b * bs < n_keys; ++b) {
         const int64_t n = std::min(bs, n_keys - b * bs);
-        const float* kb = nullptr;
-        const float* vb = nullptr;
-        [[maybe_unused]] const T* kt = nullptr;  // AVX-512 without the mirror: the cache's own block
-        [[maybe_unused]] const T* vt = nullptr;
-        int64_t stride = pos_stride;
+#if AGENTR1_ATTN_AVX512
         if (v512 && !mirrored) {
-          const int64_t base = static_cast<int64_t>(table[b]) * bs * pos_stride + g * hd;
-          kt = kc + base;
-          vt = vc + base;
-#if AGENTR1_ATTN_AVX512
-          // This block's values (read after the scores) and the next block's keys.
-          prefetch_rows(vt, pos_stride, n, hd * static_cast<int64_t>(sizeof(T)));
+          // This block's values (read after the scores) and the next block's keys, for
+          // the item's groups: one run of (g1 - g0) x hd per position.
+          const int64_t run = (g1 - g0) * hd * static_cast<int64_t>(sizeof(T));
+          prefetch_rows(vc + static_cast<int64_t>(table[b]) * bs * pos_stride + g0 * hd, pos_stride, n, run);
           if ((b + 1) * bs < n_keys)
-            prefetch_rows(kc + static_cast<int64_t>(table[b + 1]) * bs * pos_stride + g * hd, pos_stride,
-                          std::min(bs, n_keys - (b + 1) * bs), hd * static_cast<int64_t>(sizeof(T)));
+            prefetch_rows(kc + static_cast<int64_t>(table[b + 1]) * bs * pos_stride + g0 * hd, pos_stride,
+                          std::min(bs, n_keys - (b + 1) * bs), run);
+        }
 #endif
-        } else if (mirrored) {
-          const int64_t mbase = static_cast<int64_t>(slot[static_cast<size_t>(table[b])]) * bs * pos_stride + g * hd;
-          kb = kmir.get() + mbase;
-          vb = vmir.get() + mbase;
-        } else {
-          const int64_t base = static_cast<int64_t>(table[b]) * bs * pos_stride + g * hd;
-          if constexpr (std::is_same_v<T, float>) {
-            kb = kc + base;
-            vb = vc + base;
+        for (int64_t g = g0; g < g1; ++g) {
+          const float* kb = nullptr;
+          const float* vb = nullptr;
+          [[maybe_unused]] const T* kt = nullptr;  // AVX-512 without the mirror: the cache's own block
+          [[maybe_unused]] const T* vt = nullptr;
+          int64_t stride = pos_stride;
+          if (v512 && !mirrored) {
+            const int64_t base = static_cast<int64_t>(table[b]) * bs * pos_stride + g * hd;
+            kt = kc + base;
+            vt = vc + base;
+          } else if (mirrored) {
+            const int64_t mbase = static_cast<int64_t>(slot[static_cast<size_t>(table[b])]) * bs * pos_stride + g * hd;
+            kb = kmir.get() + mbase;
+            vb = vmir.get() + mbase;
           } else {
-            for (int64_t j = 0; j < n; ++j) {
-              widen_to_float(kc + base + j * pos_stride, kbuf.data() + j * hd, hd);
-              widen_to_float(vc + base + j * pos_stride, vbuf.data() + j * hd, hd);
+            const int64_t base = static_cast<int64_t>(table[b]) * bs * pos_stride + g * hd;
+            if constexpr (std::is_same_v<T, float>) {
+              kb = kc + base;
+              vb = vc + base;
+            } else {
+              for (int64_t j = 0; j < n; ++j) {
+                widen_to_float(kc + base + j * pos_stride, kbuf.data() + j * hd, hd);
+                widen_to_float(vc + base + j * pos_stride, vbuf.data() + j * hd, hd);
+              }
+              kb = kbuf.data();
+              vb = vbuf.data();
+              stride = hd;
             }
-            kb = kbuf.data();
-            vb = vbuf.data();
-            stride = hd;
+          }
+          for (int64_t hh = 0; hh < rep; ++hh) {
+            const int64_t h = g * rep + hh, s = (g - g0) * rep + hh;  // s: the head's state
+            const float* qh = qf.data() + (i * nH + h) * hd;
+            float* ah = acc.data() + s * hd;
+#if AGENTR1_ATTN_AVX512
+            if (kt)
+              block_scores_512(qh, kt, stride, n, hd, scale, sc.data());
+            else if (v512)
+              block_scores_512(qh, kb, stride, n, hd, scale, sc.data());
+            else
+#endif
+              block_scores(qh, kb, stride, n, hd, scale, sc.data());
+            float bm = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j < n; ++j) bm = std::max(bm, sc[j]);
+            if (bm > m[s]) {
+              const float f = core::exp_f(m[s] - bm);  // 0 on the first block (m = -inf)
+              l[s] *= f;
+              for (int64_t d = 0; d < hd; ++d) ah[d] *= f;
+              m[s] = bm;
+            }
+            core::exp_shifted(sc.data(), m[s], sc.data(), n);  // vectorised, within 2 ulp
+            for (int64_t j = 0; j < n; ++j) l[s] += sc[j];
+#if AGENTR1_ATTN_AVX512
+            if (vt)
+              block_accumulate_512(sc.data(), vt, stride, n, hd, ah);
+            else if (v512)
+              block_accumulate_512(sc.data(), vb, stride, n, hd, ah);
+            else
+#endif
+              block_accumulate(sc.data(), vb, stride, n, hd, ah);
           }
         }
+      }
+      for (int64_t g = g0; g < g1; ++g)
         for (int64_t hh = 0; hh < rep; ++hh) {
-          const int64_t h = g * rep + hh;
-          const float* qh = qf.data() + (i * nH + h) * hd;
-          float* ah = acc.data() + hh * hd;
-#if AGENTR1_ATTN_AVX512
-          if (kt)
-            block_scores_512(qh, kt, stride, n, hd, scale, sc.data());
-          else if (v512)
-            block_scores_512(qh, kb, stride, n, hd, scale, sc.data());
-          else
-#endif
-            block_scores(qh, kb, stride, n, hd, scale, sc.data());
-          float bm = -std::numeric_limits<float>::infinity();
-          for (int64_t j = 0; j < n; ++j) bm = std::max(bm, sc[j]);
-          if (bm > m[hh]) {
-            const float f = core::exp_f(m[hh] - bm);  // 0 on the first block (m = -inf)
-            l[hh] *= f;
-            for (int64_t d = 0; d < hd; ++d) ah[d] *= f;
-            m[hh] = bm;
-          }
-          core::exp_shifted(sc.data(), m[hh], sc.data(), n);  // vectorised, within 2 ulp
-          for (int64_t j = 0; j < n; ++j) l[hh] += sc[j];
-#if AGENTR1_ATTN_AVX512
-          if (vt)
-            block_accumulate_512(sc.data(), vt, stride, n, hd, ah);
-          else if (v512)
-            block_accumulate_512(sc.data(), vb, stride, n, hd, ah);
-          else
-#endif
-            block_accumulate(sc.data(), vb, stride, n, hd, ah);
+          const int64_t h = g * rep + hh, s = (g - g0) * rep + hh;
+          const float inv = 1.0f / l[s];
+          for (int64_t d = 0; d < hd; ++d) op[(i * nH + h) * hd + d] = static_cast<T>(acc[s * hd + d] * inv);
         }
-      }
-      for (int64_t hh = 0; hh < rep; ++hh) {
-        const int64_t h = g * rep + hh;
-        const float inv = 1.0f / l[hh];
-        for (int64_t d = 0; d < hd; ++d) op[(i * nH + h) * hd + d] = static_cast<T>(acc[hh * hd + d] * inv);
-      }
     }
   });
   return out;
