@@ -5,6 +5,7 @@
 //   build/bench/decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16]
 //                            [--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products]
 //                            [--model DIR] [--prefill 512] [--hugepages] [--step-pairs 48]
+//                            [--contexts 1024,4096 | --no-contexts]
 //
 // 1. Bandwidth: a STREAM-style read (sum of a 1 GiB buffer, AVX2 when the CPU has it),
 //    1..--threads threads, best of --reps: the bound below is bytes / this rate.
@@ -36,6 +37,12 @@
 //    the time outside the products (attention, norms, hand-offs). Each pair also runs
 //    the step and its products reading the weights' copy in the decode layout
 //    (model::DecodeLayout), whose logits must equal the row-major step's bit for bit.
+// 5. Long contexts (--contexts, after the step pairs): batch-1 steps (decode layout, as
+//    serve runs them) after C cached positions (keys and values written at random, as
+//    a prefill would leave them, without its minutes), each paired with a read of the
+//    bytes the step reads: the weights and the row's C + 1 cached keys and values. It
+//    validates first: the logits of a step equal those of the same step in a fresh cache
+//    holding the same keys and values (attention's split over threads is the row's own).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -51,6 +58,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -87,12 +95,13 @@ struct Args {
   int prefill = 512;   // prompt tokens of the prefill measurement (0 = skip)
   bool hugepages = false;  // bandwidth buffer and product weights in transparent huge pages
   int step_pairs = 48;     // decode steps paired with their products and a read (0 = skip)
+  std::vector<int> contexts = {1024, 4096};  // batch-1 steps after this many cached positions
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "decode_bench: %s\nusage: decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16] "
-               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products] [--model DIR] [--prefill 512] [--hugepages] [--step-pairs 48]\n",
+               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products] [--model DIR] [--prefill 512] [--hugepages] [--step-pairs 48] [--contexts 1024,4096 | --no-contexts]\n",
                why);
   std::exit(2);
 }
@@ -143,6 +152,8 @@ Args parse(int argc, char** argv) {
         usage(("--step-pairs takes a count of steps, 0 (skip) to 100000, got '" + v + "'").c_str());
       a.step_pairs = static_cast<int>(n);
     }
+    else if (k == "--contexts") a.contexts = ints(k, val());
+    else if (k == "--no-contexts") a.contexts.clear();
     else usage(("unknown argument " + k).c_str());
   }
   for (const auto& d : a.dtypes)
@@ -610,6 +621,95 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
   return true;
 }
 
+// ---- 5. long contexts ---------------------------------------------------------------
+
+bool long_contexts(model::Transformer& m, const std::vector<int>& contexts, model::SpinPool& pool) {
+  at::NoGradGuard ng;
+  const model::ModelConfig& c = m->config();
+  const at::ScalarType dt = m->lm_head_weight().scalar_type();
+  const std::vector<at::Tensor> ws = m->decode_weights();
+  size_t wbytes = 0;
+  for (const auto& w : ws) wbytes += static_cast<size_t>(w.numel() * w.element_size());
+  const model::DecodeLayout packed(ws, &pool);
+  std::printf("\n## Batch-1 decode steps after long contexts (%s, decode layout), each paired with a read of the "
+              "weights and the row's cached keys and values, medians of 12 steps\n\n"
+              "| context | KV GB read | step ms | tok/s | same-bytes read GB/s | of same-bytes read | step / context-16 step |\n"
+              "|--:|--:|--:|--:|--:|--:|--:|\n",
+              dt == at::kFloat ? "fp32" : "bf16");
+  const int64_t bs = 16, steps = 12;
+  const auto lopts = at::TensorOptions().dtype(at::kLong);
+  double base_ms = 0;
+  std::vector<int> cs = {16};
+  cs.insert(cs.end(), contexts.begin(), contexts.end());
+  for (int C : cs) {
+    const int64_t nb = (C + steps + bs - 1) / bs + 1;
+    model::KVCache cache(c, nb, bs, dt, at::kCPU);
+    cache.batch_invariant = true;
+    at::Generator gen = at::detail::createCPUGenerator(17);
+    for (int64_t l = 0; l < cache.num_layers(); ++l) {
+      cache.k(l).normal_(0.0, 1.0, gen);
+      cache.v(l).normal_(0.0, 1.0, gen);
+    }
+    std::vector<int32_t> blocks(static_cast<size_t>(nb));
+    for (int64_t i = 0; i < nb; ++i) blocks[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    int64_t tok = 7;
+    // Validation: the first step's logits again in a copy of the cache as it was, on a
+    // 3-thread pool (another split of attention's work) and without the layout.
+    {
+      model::KVCache copy(c, nb, bs, dt, at::kCPU);
+      copy.batch_invariant = true;
+      for (int64_t l = 0; l < cache.num_layers(); ++l) {
+        copy.k(l).copy_(cache.k(l));
+        copy.v(l).copy_(cache.v(l));
+      }
+      model::SpinPool three(3);
+      const at::Tensor id = at::full({1}, tok, lopts);
+      const at::Tensor a = m->forward_cached(id, {model::CachedRow{C, 1, &blocks}}, copy, &three);
+      model::KVCache again(c, nb, bs, dt, at::kCPU);
+      again.batch_invariant = true;
+      for (int64_t l = 0; l < cache.num_layers(); ++l) {
+        again.k(l).copy_(cache.k(l));
+        again.v(l).copy_(cache.v(l));
+      }
+      const at::Tensor b = m->forward_cached(id, {model::CachedRow{C, 1, &blocks}}, again, &pool, &packed);
+      if (!std::isfinite(a.max().item<float>()) ||
+          std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<size_t>(a.numel()) * sizeof(float)) != 0) {
+        std::printf("FAIL: at context %d the step's logits depend on the thread split or the layout\n", C);
+        return false;
+      }
+    }
+    std::vector<double> te, tr, tb, ratio, kv_bytes;
+    for (int64_t i = 0; i < steps; ++i) {
+      const at::Tensor id = at::full({1}, tok, lopts);
+      const double t0 = now_s();
+      const at::Tensor logits = m->forward_cached(id, {model::CachedRow{C + i, 1, &blocks}}, cache, &pool, &packed);
+      const double t1 = now_s();
+      tok = logits.argmax(-1).item<int64_t>();
+      // What the step read: the weights and, per layer, the blocks holding positions 0..C+i.
+      const int64_t used = (C + i) / bs + 1;
+      std::vector<at::Tensor> read = ws;
+      for (int64_t l = 0; l < cache.num_layers(); ++l) {
+        read.push_back(cache.k(l).narrow(0, 0, used));
+        read.push_back(cache.v(l).narrow(0, 0, used));
+      }
+      const std::vector<Span> spans = spans_of(read);
+      size_t total = 0;
+      for (const auto& sp : spans) total += sp.n;
+      kv_bytes.push_back(static_cast<double>(total - wbytes));
+      tr.push_back(read_spans(spans, pool, 1));
+      tb.push_back(static_cast<double>(total) / tr.back());
+      te.push_back(t1 - t0);
+      ratio.push_back(tr.back() / te.back());
+    }
+    const double e = median(te);
+    if (C == 16) base_ms = e * 1e3;
+    std::printf("| %d | %.3f | %.2f | %.1f | %.1f | %.0f%% | %.2fx |\n", C, median(kv_bytes) / 1e9, e * 1e3, 1.0 / e,
+                median(tb) / 1e9, 100.0 * median(ratio), e * 1e3 / base_ms);
+    std::fflush(stdout);
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -749,6 +849,9 @@ int main(int argc, char** argv) {
     }
     if (a.step_pairs > 0) {
       if (!step_pairs(m, a.step_pairs, pool)) return 1;
+    }
+    if (!a.contexts.empty()) {
+      if (!long_contexts(m, a.contexts, pool)) return 1;
     }
     if (a.prefill > 0) {
       rollout::EngineOptions o;
