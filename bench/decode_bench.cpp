@@ -37,12 +37,14 @@
 //    the time outside the products (attention, norms, hand-offs). Each pair also runs
 //    the step and its products reading the weights' copy in the decode layout
 //    (model::DecodeLayout), whose logits must equal the row-major step's bit for bit.
-// 5. Long contexts (--contexts, after the step pairs): batch-1 steps (decode layout, as
-//    serve runs them) after C cached positions (keys and values written at random, as
-//    a prefill would leave them, without its minutes), each paired with a read of the
-//    bytes the step reads: the weights and the row's C + 1 cached keys and values. It
-//    validates first: the logits of a step equal those of the same step in a fresh cache
-//    holding the same keys and values (attention's split over threads is the row's own).
+// 5. Long contexts (--contexts, after the step pairs; not with --no-engine, whose model
+//    they use): batch-1 steps (decode layout, as serve runs them) after C cached
+//    positions (keys and values written at random, as a prefill would leave them,
+//    without its minutes), each paired with a read of the bytes the step reads: the
+//    weights and the cache blocks holding the row's positions. It validates first: the
+//    logits of a step equal those of the same step on a pool of one more thread without
+//    the layout, in a fresh cache holding the same keys and values (attention's split
+//    over threads and the layout leave a row's bits alone).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -58,7 +60,6 @@
 #include <map>
 #include <memory>
 #include <random>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -653,25 +654,21 @@ bool long_contexts(model::Transformer& m, const std::vector<int>& contexts, mode
     std::vector<int32_t> blocks(static_cast<size_t>(nb));
     for (int64_t i = 0; i < nb; ++i) blocks[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     int64_t tok = 7;
-    // Validation: the first step's logits again in a copy of the cache as it was, on a
-    // 3-thread pool (another split of attention's work) and without the layout.
+    // Validation: the first step's logits in two copies of the cache as it is, on a pool of
+    // one more thread without the layout and on `pool` with it: the same bits.
     {
-      model::KVCache copy(c, nb, bs, dt, at::kCPU);
-      copy.batch_invariant = true;
-      for (int64_t l = 0; l < cache.num_layers(); ++l) {
-        copy.k(l).copy_(cache.k(l));
-        copy.v(l).copy_(cache.v(l));
-      }
-      model::SpinPool three(3);
-      const at::Tensor id = at::full({1}, tok, lopts);
-      const at::Tensor a = m->forward_cached(id, {model::CachedRow{C, 1, &blocks}}, copy, &three);
-      model::KVCache again(c, nb, bs, dt, at::kCPU);
-      again.batch_invariant = true;
-      for (int64_t l = 0; l < cache.num_layers(); ++l) {
-        again.k(l).copy_(cache.k(l));
-        again.v(l).copy_(cache.v(l));
-      }
-      const at::Tensor b = m->forward_cached(id, {model::CachedRow{C, 1, &blocks}}, again, &pool, &packed);
+      auto step_in_copy = [&](model::SpinPool* p, const model::DecodeLayout* layout) {
+        model::KVCache copy(c, nb, bs, dt, at::kCPU);
+        copy.batch_invariant = true;
+        for (int64_t l = 0; l < cache.num_layers(); ++l) {
+          copy.k(l).copy_(cache.k(l));
+          copy.v(l).copy_(cache.v(l));
+        }
+        return m->forward_cached(at::full({1}, tok, lopts), {model::CachedRow{C, 1, &blocks}}, copy, p, layout);
+      };
+      model::SpinPool more(pool.threads() + 1);
+      const at::Tensor a = step_in_copy(&more, nullptr);
+      const at::Tensor b = step_in_copy(&pool, &packed);
       if (!std::isfinite(a.max().item<float>()) ||
           std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<size_t>(a.numel()) * sizeof(float)) != 0) {
         std::printf("FAIL: at context %d the step's logits depend on the thread split or the layout\n", C);

@@ -431,8 +431,16 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
   // keys and values, where a plain read of this strided pattern reaches ~15 GB/s and one
   // thread reading whole positions in order ~20 GB/s. Splitting a row's blocks between
   // threads would read contiguous memory but changes the softmax's order of operations.
+  // parts: the fewest ranges per token that give every thread as many items (N x parts a
+  // multiple of the threads; a batch of 3 rows on 2 threads: 6 items), else one group each.
   const int64_t threads = pool != nullptr ? pool->threads() : at::get_num_threads();
-  const int64_t parts = std::clamp<int64_t>((threads + N - 1) / N, 1, nKV);
+  int64_t parts = nKV;
+  for (int64_t p = std::clamp<int64_t>((threads + std::max<int64_t>(N, 1) - 1) / std::max<int64_t>(N, 1), 1, nKV);
+       p < nKV; ++p)
+    if ((N * p) % std::max<int64_t>(threads, 1) == 0) {
+      parts = p;
+      break;
+    }
   const int64_t grain = std::max<int64_t>(1, (1 << 17) / (avg_keys * hd * rep * ((nKV + parts - 1) / parts)));
   const bool v512 = attention_avx512() && hd % 16 == 0;
   par_for(pool, N * parts, grain, [&](int64_t w0, int64_t w1) {
