@@ -428,9 +428,11 @@ at::Tensor paged_attention_impl(const at::Tensor& q, const at::Tensor& k, const 
   // Measured (paged_attention alone, one bf16 row at a 4096-token context, 28 layers of
   // the 0.6B shape, 2 threads; bench/README.md session 18): 51-55 ms with one group per item and one key
   // per chain, 43-46 ms with scores_m's 8 chains, 33-38 ms with ranges: ~13 GB/s of
-  // keys and values, where a plain read of this strided pattern reaches ~15 GB/s and one
-  // thread reading whole positions in order ~20 GB/s. Splitting a row's blocks between
-  // threads would read contiguous memory but changes the softmax's order of operations.
+  // keys and values. Splitting a long row's blocks between the threads instead (spans of
+  // 256 keys merged in order, each thread streaming whole positions) measured the same
+  // (29.5-35 ms), as did the rows in the cache at 256 positions: the loops are bound by
+  // their instructions (~150 cycles per head and position: widening bf16, the fmas, the
+  // lane sums), not by how the cache is read.
   // parts: the fewest ranges per token that give every thread as many items (N x parts a
   // multiple of the threads; a batch of 3 rows on 2 threads: 6 items), else one group each.
   const int64_t threads = pool != nullptr ? pool->threads() : at::get_num_threads();
