@@ -95,7 +95,7 @@ using avx512::store16;
 // same instructions on the same operands in the same order, so the same bits), but one
 // key's chain waits on the fma latency at every chunk (~4 cycles x hd / 16, then the
 // tree sum) while M chains fill the pipeline: decoding at a 4096-token context spent
-// ~2/3 of its step here (Qwen3-0.6B shape, bf16).
+// ~60% of its step in attention (Qwen3-0.6B shape, bf16, perf; bench/README.md session 18).
 template <int M, typename T>
 inline void scores_m(const float* __restrict q, const T* __restrict k, int64_t stride, int64_t hd, float scale,
                      float* __restrict scores) {
