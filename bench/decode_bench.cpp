@@ -36,7 +36,10 @@
 //    what the step and its products reach at the same moment, and step - products is
 //    the time outside the products (attention, norms, hand-offs). Each pair also runs
 //    the step and its products reading the weights' copy in the decode layout
-//    (model::DecodeLayout), whose logits must equal the row-major step's bit for bit.
+//    (model::DecodeLayout), whose logits must equal the row-major step's bit for bit,
+//    and the decode-layout step again with the gap warm off (SpinPool::warm: helper 1
+//    reads the next region's front while the caller runs the norms and attention between
+//    regions; row_linear.h set_decode_warm_bytes), the same bits again.
 // 5. Long contexts (--contexts, after the step pairs; not with --no-engine, whose model
 //    they use): batch-1 steps (decode layout, as serve runs them) after C cached
 //    positions (keys and values written at random, as a prefill would leave them,
@@ -571,15 +574,22 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
   model::KVCache cache_p(c, cache.n_blocks(), bs, dt, at::kCPU);
   cache_p.batch_invariant = true;
   (void)m->forward_cached(prompt_ids, {model::CachedRow{0, prompt, &blocks}}, cache_p, &pool, &packed);
+  // And the decode-layout step with the gap warm off (model::detail::set_decode_warm_bytes:
+  // helper 1 reads the next region's front between regions), in a third cache: the same
+  // bits again.
+  model::KVCache cache_n(c, cache.n_blocks(), bs, dt, at::kCPU);
+  cache_n.batch_invariant = true;
+  (void)m->forward_cached(prompt_ids, {model::CachedRow{0, prompt, &blocks}}, cache_n, &pool, &packed);
   std::printf("\n## Batch-1 decode steps of Transformer::forward_cached (%s), row-major and in the decode layout "
               "(%.2f GB copied), each paired with its products alone and a read of the same bytes (%.2f GB), medians "
-              "of 12 steps\n\n"
+              "of 12 steps; the decode-layout step also without the gap warm\n\n"
               "| read GB/s | step ms | of read | products ms | of read | step - products ms | packed step ms | of read "
-              "| packed products ms | of read | packed step - products ms | packed / row-major step |\n"
-              "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+              "| packed products ms | of read | packed step - products ms | packed / row-major step "
+              "| packed step, no warm, of read | no warm / warm step |\n"
+              "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
               dt == at::kFloat ? "fp32" : "bf16", static_cast<double>(packed.bytes()) / 1e9,
               static_cast<double>(bytes) / 1e9);
-  std::vector<double> te, tp, tr, tpe, tpp, speed;
+  std::vector<double> te, tp, tr, tpe, tpp, speed, tpn, warm_gain;
   for (int i = 0; i < n; ++i) {
     const at::Tensor id = at::full({1}, tok, lopts);
     const double t0 = now_s();
@@ -591,6 +601,10 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
     const double t3 = now_s();
     (void)step_products(ws, xs, pool, &packed);
     const double t4 = now_s();
+    model::detail::set_decode_warm_bytes(0);
+    const at::Tensor logits_n = m->forward_cached(id, {model::CachedRow{prompt + i, 1, &blocks}}, cache_n, &pool, &packed);
+    const double t5 = now_s();
+    model::detail::set_decode_warm_bytes(-1);
     tr.push_back(read_spans(spans, pool, 1));
     tok = logits.argmax(-1).item<int64_t>();
     te.push_back(t1 - t0);
@@ -598,6 +612,8 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
     tpe.push_back(t3 - t2);
     tpp.push_back(t4 - t3);
     speed.push_back((t1 - t0) / (t3 - t2));
+    tpn.push_back(t5 - t4);
+    warm_gain.push_back((t5 - t4) / (t3 - t2));
     if (!std::isfinite(logits.max().item<float>())) {
       std::printf("FAIL: step %d's logits are not finite\n", i);
       return false;
@@ -607,11 +623,17 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
       std::printf("FAIL: step %d's logits from the decode layout differ from the row-major step's\n", i);
       return false;
     }
+    if (std::memcmp(logits_n.data_ptr(), logits_p.data_ptr(), static_cast<size_t>(logits.numel()) * sizeof(float)) != 0) {
+      std::printf("FAIL: step %d's logits without the gap warm differ from those with it\n", i);
+      return false;
+    }
     if (te.size() == 12 || i == n - 1) {
       const double e = median(te), p = median(tp), r = median(tr), pe = median(tpe), pp = median(tpp);
-      std::printf("| %.1f | %.2f | %.0f%% | %.2f | %.0f%% | %.2f | %.2f | %.0f%% | %.2f | %.0f%% | %.2f | %.2fx |\n",
+      std::printf("| %.1f | %.2f | %.0f%% | %.2f | %.0f%% | %.2f | %.2f | %.0f%% | %.2f | %.0f%% | %.2f | %.2fx | %.0f%% "
+                  "| %.3fx |\n",
                   static_cast<double>(bytes) / r / 1e9, e * 1e3, 100.0 * r / e, p * 1e3, 100.0 * r / p, (e - p) * 1e3,
-                  pe * 1e3, 100.0 * r / pe, pp * 1e3, 100.0 * r / pp, (pe - pp) * 1e3, median(speed));
+                  pe * 1e3, 100.0 * r / pe, pp * 1e3, 100.0 * r / pp, (pe - pp) * 1e3, median(speed),
+                  100.0 * r / median(tpn), median(warm_gain));
       std::fflush(stdout);
       te.clear();
       tp.clear();
@@ -619,6 +641,8 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
       tpe.clear();
       tpp.clear();
       speed.clear();
+      tpn.clear();
+      warm_gain.clear();
     }
   }
   return true;

@@ -1,5 +1,6 @@
 #include "agentr1/model/decode_layout.h"
 
+#include <memory>
 #include <string>
 
 #include "agentr1/core/error.h"
@@ -47,6 +48,17 @@ void DecodeLayout::repack(SpinPool* pool) {
     detail::pack_weight(w, dst, pool);
     e.packed = detail::PackedWeight{dst, w.size(0), w.size(1), w.scalar_type(), w.data_ptr()};
     e.version = w._version();
+  }
+  // Decode order is the arena's (decode_weights: per layer q, k, v, o, gate, up, down,
+  // then the head): each copy names the next, the last the first (the next step).
+  // The arena stays alive while a helper warms it (SpinPool::warm), even past this layout.
+  const auto owner = std::make_shared<const at::Tensor>(arena_);
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const detail::PackedWeight& n = entries_[(i + 1) % entries_.size()].packed;
+    entries_[i].packed.next = n.data;
+    entries_[i].packed.next_bytes =
+        detail::packed_weight_elems(n.O, n.K, n.dtype) * static_cast<int64_t>(at::elementSize(n.dtype));
+    entries_[i].packed.next_owner = owner;
   }
 }
 

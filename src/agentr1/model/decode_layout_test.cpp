@@ -58,6 +58,19 @@ TEST_P(DecodeLayoutTest, SameLogitsBitForBitAndOnlyCurrentCopiesRead) {
   EXPECT_EQ(packed.weights(), 7 * L + 1);  // a tied head is the embedding, not a layer weight
   for (const at::Tensor& w : m->decode_weights()) EXPECT_NE(packed.find(w), nullptr);
   EXPECT_EQ(DecodeLayout::bytes_needed(m->decode_weights()), packed.bytes());
+  // Each copy names the copy decode order reads next (the head: layer 0's q, the next
+  // step), with its whole size: what a one-row product warms for the next region.
+  {
+    const std::vector<at::Tensor> ws = m->decode_weights();
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const detail::PackedWeight* p = packed.find(ws[i]);
+      const detail::PackedWeight* n = packed.find(ws[(i + 1) % ws.size()]);
+      ASSERT_TRUE(p != nullptr && n != nullptr);
+      EXPECT_EQ(p->next, n->data) << "weight #" << i;
+      const int64_t es = static_cast<int64_t>(at::elementSize(n->dtype)), L = 64 / es;  // elements per line
+      EXPECT_EQ(p->next_bytes, (n->O + 3) / 4 * 4 * ((n->K + L - 1) / L * L) * es) << "weight #" << i;
+    }
+  }
   EXPECT_TRUE(packed.holds(m->decode_weights()));
   Transformer other = spicy_model(tiny_config(c.arch, c.tied), 22);
   EXPECT_FALSE(packed.holds(other->decode_weights()));  // another model's tensors: a new layout is needed

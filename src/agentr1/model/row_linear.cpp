@@ -811,6 +811,8 @@ bool cpu_has_avx2_fma() {
 
 std::atomic<bool> g_prefetch{true};
 std::atomic<int64_t> g_piece_bytes{0};  // 0: kPieceBytes
+constexpr int64_t kWarmBytes = int64_t{512} << 10;
+std::atomic<int64_t> g_warm_bytes{kWarmBytes};
 
 // y[:, o0:o1) for all N rows. Rows are taken in blocks whose x slice stays in the L2
 // cache while every column tile of the range passes over it; within a block, groups of
@@ -1077,6 +1079,12 @@ std::vector<at::Tensor> row_linear_impl(const at::Tensor& x, const std::vector<a
     const int64_t piece = g_piece_bytes.load(std::memory_order_relaxed);
     const int64_t grain = std::min((piece > 0 ? piece : kPieceBytes) / unit_bytes, units / (4 * pool->threads()));
     pool->parallel_chunks(units, std::max<int64_t>(1, grain), run_ahead);
+    // The next region (the next copy in the decode layout) starts with helper 1 at its
+    // front: it reads that front while the caller runs the norms and attention between.
+    const PackedWeight* last = N == 1 && !packed.empty() ? packed.back() : nullptr;
+    const int64_t warm = g_warm_bytes.load(std::memory_order_relaxed);
+    if (last != nullptr && last->next != nullptr && warm > 0)
+      pool->warm(last->next, std::min(warm, last->next_bytes / pool->threads()), last->next_owner);
   } else {
     at::parallel_for(0, units, std::max<int64_t>(1, kSerialMacs / (N * K * unit)), run);
   }
@@ -1221,6 +1229,7 @@ void widen_to_float(const c10::BFloat16* src, float* dst, int64_t n) { widen_any
 void widen_to_float(const c10::Half* src, float* dst, int64_t n) { widen_any(src, dst, n); }
 
 void set_row_linear_prefetch(bool on) { g_prefetch.store(on, std::memory_order_relaxed); }
+void set_decode_warm_bytes(int64_t bytes) { g_warm_bytes.store(bytes < 0 ? kWarmBytes : bytes, std::memory_order_relaxed); }
 void set_row_linear_piece_bytes(int64_t bytes) { g_piece_bytes.store(std::max<int64_t>(0, bytes), std::memory_order_relaxed); }
 
 void force_row_linear_isa(std::optional<RowLinearIsa> isa) {

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -78,6 +79,12 @@ struct PackedWeight {
   int64_t O = 0, K = 0;
   at::ScalarType dtype = at::kFloat;
   const void* source = nullptr;  // w.data_ptr() of the weight it copies
+  // The copy a decode step reads after this one (DecodeLayout: the arena's next entry,
+  // the first after the last), its bytes, and what owns its memory: a one-row product on
+  // a pool warms its front (SpinPool::warm) for the next region. Null: none.
+  const void* next = nullptr;
+  int64_t next_bytes = 0;
+  std::shared_ptr<const void> next_owner;
 };
 // With x of one row and `packed` a copy of w (its O, K, dtype and source checked: Error
 // if they differ), the product reads the copy: the same bits as without it. Other row
@@ -120,6 +127,10 @@ void set_row_linear_prefetch(bool on);
 // Tests and benches: the weight bytes per piece of a pool's balanced split
 // (SpinPool::parallel_chunks); 0 = the default (128 KiB). Any size gives the same bits.
 void set_row_linear_piece_bytes(int64_t bytes);
+// Benches: how many bytes of the next copy a one-row product on a pool warms for the
+// next region (PackedWeight::next; at most the next copy's share per thread); 0 = off,
+// negative = the default (512 KiB). Hints only: the same bits either way.
+void set_decode_warm_bytes(int64_t bytes);
 
 // dst[i] = float(src[i]) for i < n: exact (bf16 moves up 16 bits; half converts), with
 // AVX2/F16C where the CPU has them. For kernels that widen a block once and then run

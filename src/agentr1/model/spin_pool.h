@@ -62,7 +62,22 @@ class SpinPool {
   // from moment to moment; with a fixed split the faster one waited ~12% of a bf16
   // batch-1 step for the slower (bench/README.md, session 16). Rethrows the first
   // exception thrown (the other pieces still run). grain >= 1 (Error otherwise).
+  // The ranges go to the threads in this order: range 0 (the front of [0, n)) to helper
+  // 1, range t to helper t + 1, the last to the caller; so the helper that warms (below)
+  // starts every call at its front.
   void parallel_chunks(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int64_t)>& fn);
+
+  // A hint for the time between calls: helper 1 reads [p, p + bytes) into its caches
+  // while it has no job (a byte of each 64-byte line, 8 lines at a time, pausing for the
+  // jobs that arrive), until done or replaced by the next warm() call. `keep` owns the
+  // memory: helper 1 takes it when it next spins (at once after a job; a sleeping helper
+  // after the next job), holds it while it reads and drops it when done; the pool keeps
+  // no reference after. Changes no result. Why: a batch-1 decode step runs ~110 regions that
+  // each stream a new weight, with norms and attention on the caller between them while
+  // the memory bus idles; the decode layout puts the next region's weights right after
+  // the last ones, so the helper that starts the next region at its front reads that
+  // front during the gap (bench/README.md, session 19). No-op without helpers.
+  void warm(const void* p, int64_t bytes, std::shared_ptr<const void> keep);
 
  private:
   void helper_loop(int index);
@@ -88,6 +103,12 @@ class SpinPool {
   int64_t n_ = 0;
   std::exception_ptr error_;
   std::mutex error_mu_;
+  // warm(): the target under warm_mu_, its generation bumped with each call.
+  std::mutex warm_mu_;
+  std::atomic<uint64_t> warm_gen_{0};
+  const void* warm_p_ = nullptr;
+  int64_t warm_bytes_ = 0;
+  std::shared_ptr<const void> warm_keep_;
   std::atomic<bool> stop_{false};
   std::atomic<int> sleeping_{0};
   std::mutex mu_;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -107,7 +108,8 @@ TEST(SpinPool, ChunksCoverEveryIndexOnceInPiecesOfAtMostGrain) {
 TEST(SpinPool, ChunksOfAStalledThreadAreTakenByTheOthers) {
   for (int threads : {2, 3}) {
     SpinPool pool(threads);
-    const int64_t n = 60, grain = 2, own_end = (n / grain) / threads * grain;  // the caller's range: [0, own_end)
+    // The caller's range is the last: [own_begin, n).
+    const int64_t n = 60, grain = 2, own_begin = (n / grain) * (threads - 1) / threads * grain;
     const std::thread::id caller = std::this_thread::get_id();
     std::atomic<bool> stolen{false};
     std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
@@ -116,13 +118,13 @@ TEST(SpinPool, ChunksOfAStalledThreadAreTakenByTheOthers) {
     pool.parallel_chunks(n, grain, [&](int64_t b, int64_t e, int64_t ahead) {
       for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
       if (std::this_thread::get_id() != caller) {
-        if (b < own_end) {
+        if (b >= own_begin) {
           stolen_ahead = ahead - e;
           stolen = true;
         }
         return;
       }
-      if (b != 0) return;
+      if (b != own_begin) return;
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
       while (!stolen && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -132,6 +134,70 @@ TEST(SpinPool, ChunksOfAStalledThreadAreTakenByTheOthers) {
     EXPECT_EQ(stolen_ahead.load(), 0) << "a piece taken from another's back has nothing ahead";
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "index " << i;
   }
+}
+
+// Range 0 (the front) is helper 1's and the last range the caller's (the helper that
+// warms the next region's front starts there). The caller blocks in its first piece until
+// piece 0 has run, so helper 1, alone beside it, claims its own front first.
+TEST(SpinPool, TheFirstRangeIsHelperOnesAndTheLastTheCallers) {
+  SpinPool pool(2);
+  const int64_t n = 40, grain = 4;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> first_done{false};
+  std::thread::id first_by{};
+  int64_t caller_first = -1;
+  bool waited_out = false;
+  pool.parallel_chunks(n, grain, [&](int64_t b, int64_t, int64_t) {
+    if (b == 0) {
+      first_by = std::this_thread::get_id();
+      first_done = true;
+      return;
+    }
+    if (std::this_thread::get_id() != caller || caller_first >= 0) return;
+    caller_first = b;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!first_done && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    waited_out = !first_done;
+  });
+  EXPECT_FALSE(waited_out) << "piece 0 never ran while the caller waited";
+  EXPECT_NE(first_by, caller) << "piece 0 ran on the caller: range 0 should be helper 1's";
+  EXPECT_EQ(caller_first, n / 2) << "the caller's first piece should start its range, the back half";
+}
+
+// warm(): helper 1 reads the memory with loads while it holds `keep`, then lets it go (the
+// pool keeps no reference), and the calls after it compute as before. The caller drops
+// its own reference at once, so a helper that read without holding `keep` would read
+// freed memory (make test-sanitize reports it).
+TEST(SpinPool, WarmHoldsTheMemoryWhileItReadsAndThenLetsGo) {
+  SpinPool pool(2);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<bool> freed{false};
+    {
+      auto* buf = new std::vector<uint8_t>(static_cast<size_t>(1 << 20) + 7, 1);
+      std::shared_ptr<const void> keep(buf, [&freed](const void* p) {
+        delete static_cast<const std::vector<uint8_t>*>(p);
+        freed = true;
+      });
+      pool.warm(buf->data(), static_cast<int64_t>(buf->size()), std::move(keep));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!freed && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    EXPECT_TRUE(freed) << "round " << round << ": the warmed memory was never released";
+    std::atomic<int64_t> sum{0};
+    pool.parallel_chunks(1000, 7, [&](int64_t b, int64_t e, int64_t) { sum += (b + e - 1) * (e - b) / 2; });
+    EXPECT_EQ(sum.load(), 1000 * 999 / 2);
+  }
+  // Nothing to read: a null pointer, no bytes.
+  const std::vector<uint8_t> small(100, 1);
+  pool.warm(nullptr, 1 << 20, nullptr);
+  pool.warm(small.data(), 0, nullptr);
+  pool.warm(small.data(), -5, nullptr);
+  // Without helpers warm() does nothing and keeps nothing.
+  SpinPool alone(1);
+  auto keep = std::make_shared<const int>(3);
+  alone.warm(small.data(), 100, keep);
+  EXPECT_EQ(keep.use_count(), 1);
 }
 
 TEST(SpinPool, ChunkExceptionsReachTheCallerAfterEveryOtherPieceRan) {
