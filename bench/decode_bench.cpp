@@ -602,6 +602,7 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
     (void)step_products(ws, xs, pool, &packed);
     const double t4 = now_s();
     model::detail::set_decode_warm_bytes(0);
+    pool.warm(nullptr, 0, nullptr);  // nor what the products before it left to warm
     const at::Tensor logits_n = m->forward_cached(id, {model::CachedRow{prompt + i, 1, &blocks}}, cache_n, &pool, &packed);
     const double t5 = now_s();
     model::detail::set_decode_warm_bytes(-1);

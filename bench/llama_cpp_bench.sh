@@ -4,7 +4,7 @@
 # bf16 against its bf16 (and its f16, what most GGUF files hold), both on --threads.
 #
 #   bash bench/llama_cpp_bench.sh [--model DIR] [--threads 2] [--decode-tokens 32] [--prefill 512]
-#                                 [--dtypes fp32,bf16] [--bin build/agentr1]
+#                                 [--dtypes fp32,bf16] [--rounds 3] [--bin build/agentr1]
 #
 # --model: an HF model directory; default a random model of Qwen3-0.6B's shape with the
 # real Qwen3 tokenizer (`agentr1 init-model`, written to a temporary directory). The
@@ -18,9 +18,16 @@
 # directory (decode with the prefill left out; prefill of one prompt). Prints both and
 # the ratios ours / llama.cpp, and (decode) each engine's tokens/s as a fraction of the
 # bandwidth bound at its own moment: the VM's bandwidth swings between the two runs.
+#
+# --rounds R: the two engines run in alternation, R rounds of (ours, then llama.cpp) for
+# each dtype, llama.cpp first in every other round. This VM's bandwidth swings 1.5-2x
+# from minute to minute, so one run of each, minutes apart, compared moments more than
+# engines; the table gives each engine's median tok/s and the median and range of the
+# per-round ratios (each round's two runs are a minute apart at most), and our batch 8
+# over our batch 1 per round (the two run seconds apart in one process).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-model="" threads=2 decode_tokens=32 prefill=512 dtypes=fp32,bf16 bin=$here/build/agentr1
+model="" threads=2 decode_tokens=32 prefill=512 dtypes=fp32,bf16 rounds=3 bin=$here/build/agentr1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) model=$2; shift 2 ;;
@@ -28,9 +35,14 @@ while [[ $# -gt 0 ]]; do
     --decode-tokens) decode_tokens=$2; shift 2 ;;
     --prefill) prefill=$2; shift 2 ;;
     --dtypes) dtypes=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     *) echo "llama_cpp_bench: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
+done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp_bench: --rounds must be an integer >= 1, got '$rounds'" >&2; exit 2; }
+for dt in ${dtypes//,/ }; do
+  [[ $dt == fp32 || $dt == bf16 ]] || { echo "llama_cpp_bench: --dtypes takes fp32 and/or bf16, got '$dt'" >&2; exit 2; }
 done
 bench_bin=$(dirname "$bin")/bench/decode_bench
 ref=$here/tests/ref/llama_cpp_ref.mjs
@@ -67,71 +79,106 @@ d = max(abs(x - y) for x, y in zip(a["logprobs"], b["logprobs"]))
 print(f"validated: 8 greedy ids equal (fp32 vs llama.cpp f32), log-probs within {d:.2g}")
 PY
 
-# 2. Ours.
-"$bench_bin" --model "$model" --no-products --threads "$threads" --dtypes "$dtypes" --engine-batches 1,8 \
-  --new "$decode_tokens" --prefill "$prefill" --reps 3 2>/dev/null | tee "$tmp/ours.txt" | grep '^|' || true
-
-# 3. llama.cpp, one file per dtype (and f16 beside bf16), each run between two reads of
-# the machine's bandwidth (decode_bench's 1 GiB read, the better page size): this VM's
-# bandwidth swings 1.5-2x from minute to minute, so llama.cpp's decode is also stated as a
-# fraction of the bound at its own moment (file bytes / the mean of the two reads).
+# 2. Rounds. Ours: decode_bench's engine rows for one dtype. llama.cpp: its file(s) for
+# that dtype (f32; bf16 and f16), each run between two reads of the machine's bandwidth
+# (decode_bench's 1 GiB read, the better page size), so llama.cpp's decode is also stated
+# as a fraction of the bound at its own moment (file bytes / the mean of the two reads).
 bandwidth() {
   "$bench_bin" --threads "$threads" --reps 2 --no-products --no-engine --step-pairs 0 2>/dev/null |
     awk -F'|' -v t="$threads" '$2 + 0 == t && NF > 4 { a = $3 + 0; b = $4 + 0; print (a > b ? a : b) }'
 }
-for g in f32 bf16 f16; do
+run_ours() {  # dtype round
+  "$bench_bin" --model "$model" --no-products --threads "$threads" --dtypes "$1" --engine-batches 1,8 \
+    --new "$decode_tokens" --prefill "$prefill" --reps 1 --step-pairs 0 --no-contexts 2>/dev/null > "$tmp/ours-$1-$2.txt"
+}
+run_llama() {  # gguf-type round
+  local before
   before=$(bandwidth)
-  node "$ref" --model "$tmp/m-$g.gguf" --bench --threads "$threads" --decode-tokens "$decode_tokens" \
-    --sequences 1,8 --prefill-tokens "$prefill" > "$tmp/llama-$g.json"
-  echo "$before $(bandwidth)" > "$tmp/bw-$g.txt"
+  node "$ref" --model "$tmp/m-$1.gguf" --bench --threads "$threads" --decode-tokens "$decode_tokens" \
+    --sequences 1,8 --prefill-tokens "$prefill" > "$tmp/llama-$1-$2.json"
+  echo "$before $(bandwidth)" > "$tmp/bw-$1-$2.txt"
+}
+for ((r = 0; r < rounds; r++)); do
+  for dt in ${dtypes//,/ }; do
+    files=f32
+    [[ $dt == bf16 ]] && files="bf16 f16"
+    if ((r % 2 == 0)); then
+      run_ours "$dt" "$r"
+      for g in $files; do run_llama "$g" "$r"; done
+    else
+      for g in $files; do run_llama "$g" "$r"; done
+      run_ours "$dt" "$r"
+    fi
+    echo "round $((r + 1))/$rounds $dt done ($(date +%H:%M:%S))"
+  done
 done
 
-python3 - "$tmp" "$dtypes" <<'PY'
-import json, os, re, sys
-tmp, dtypes = sys.argv[1], sys.argv[2].split(",")
-ours = {}
-for line in open(f"{tmp}/ours.txt"):
-    # decode_bench's engine rows: dtype | weights on | rows | tok/s | bound tok/s | of bound |
-    # same-bytes read GB/s | of same-bytes read |; huge pages, and one-sequence steps
-    # reading the decode layout (packed_decode, as serve runs).
-    m = re.match(r"\| (fp32|bf16) \| huge pages, decode layout \| (\d+) \| ([\d.]+) \| ([\d.]+) \| [\d.]+% \| [\d.]+ \| ([\d.]+)% \|", line)
-    if m: ours[(m[1], "decode", int(m[2]))] = (float(m[3]), float(m[4]), float(m[5]))
-    m = re.match(r"\| (fp32|bf16) \| prefill (\d+) \| ([\d.]+) prompt", line)
-    if m: ours[(m[1], "prefill", 0)] = (float(m[3]), None, None)
-def llama(g):
-    j = json.loads(open(f"{tmp}/llama-{g}.json").read().strip().splitlines()[-1])
+python3 - "$tmp" "$dtypes" "$rounds" <<'PY'
+import json, os, re, statistics, sys
+tmp, dtypes, rounds = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+files = {"fp32": ["f32"], "bf16": ["bf16", "f16"]}
+def ours(dt, r):
+    out = {}
+    for line in open(f"{tmp}/ours-{dt}-{r}.txt"):
+        # decode_bench's engine rows: dtype | weights on | rows | tok/s | bound tok/s | of bound |
+        # same-bytes read GB/s | of same-bytes read |; huge pages, and one-sequence steps
+        # reading the decode layout (packed_decode, as serve runs).
+        m = re.match(r"\| (fp32|bf16) \| huge pages, decode layout \| (\d+) \| ([\d.]+) \| ([\d.]+) \| [\d.]+% \| [\d.]+ \| ([\d.]+)% \|", line)
+        if m: out[("decode", int(m[2]))] = (float(m[3]), float(m[4]), float(m[5]))
+        m = re.match(r"\| (fp32|bf16) \| prefill (\d+) \| ([\d.]+) prompt", line)
+        if m: out[("prefill", 0)] = (float(m[3]), None, None)
+    if ("decode", 1) not in out:
+        sys.exit(f"FAIL: decode_bench printed no {dt} engine row in round {r + 1} (its table format changed?)")
+    return out
+def llama(g, r):
+    j = json.loads(open(f"{tmp}/llama-{g}-{r}.json").read().strip().splitlines()[-1])
     out = {("decode", d["sequences"]): d["tokens_per_s"] for d in j["decode"]}
     out[("prefill", 0)] = j["prefill"]["tokens_per_s"]
     return out
-def llama_bound(g, rows):
+def reads(g, r):
+    v = [float(x) for x in open(f"{tmp}/bw-{g}-{r}.txt").read().split()]
+    if len(v) != 2 or min(v) <= 0:
+        sys.exit(f"FAIL: no bandwidth read beside llama.cpp's {g} run in round {r + 1}: {v}")
+    return v
+def llama_bound(g, rows, r):
     # Bytes a decode step streams at this many rows, over the bandwidth read beside the run.
-    reads = [float(v) for v in open(f"{tmp}/bw-{g}.txt").read().split()]
-    if len(reads) != 2 or min(reads) <= 0:
-        sys.exit(f"FAIL: no bandwidth read beside llama.cpp's {g} run: {reads}")
-    return rows * sum(reads) / 2 * 1e9 / os.path.getsize(f"{tmp}/m-{g}.gguf")
+    return rows * sum(reads(g, r)) / 2 * 1e9 / os.path.getsize(f"{tmp}/m-{g}.gguf")
+med = statistics.median
 print()
-missing = [k for k in [(dt, "decode", 1) for dt in dtypes] if k not in ours]
-if missing:
-    sys.exit(f"FAIL: decode_bench printed no engine row for {missing} (its table format changed?)")
-for g in ["f32", "bf16", "f16"]:
-    reads = open(f"{tmp}/bw-{g}.txt").read().split()
-    print(f"llama.cpp {g}: bandwidth read before / after its run: {' / '.join(reads)} GB/s")
-print()
-print("| ours | llama.cpp | case | ours tok/s | llama.cpp tok/s | ours / llama.cpp | ours of the bandwidth bound | ours of the same-bytes read | llama.cpp of the bound at its moment | ours / llama.cpp in fractions of the bound |")
-print("|---|---|---|--:|--:|--:|--:|--:|--:|--:|")
 for dt in dtypes:
-    for g in (["f32"] if dt == "fp32" else ["bf16", "f16"]):
-        l = llama(g)
+    for g in files[dt]:
+        print(f"llama.cpp {g}: bandwidth read before / after its runs: " +
+              ", ".join(" / ".join(f"{x:.1f}" for x in reads(g, r)) for r in range(rounds)) + " GB/s")
+print()
+print(f"{rounds} rounds, the engines in alternation; medians over the rounds, and the range of the per-round ratios")
+print()
+print("| ours | llama.cpp | case | ours tok/s | llama.cpp tok/s | ours / llama.cpp, median | per round | ours of the bandwidth bound | ours of the same-bytes read | llama.cpp of the bound at its moment | ours / llama.cpp in fractions of the bound |")
+print("|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|")
+for dt in dtypes:
+    o_r = [ours(dt, r) for r in range(rounds)]
+    for g in files[dt]:
+        l_r = [llama(g, r) for r in range(rounds)]
         for case in [("decode", 1), ("decode", 8), ("prefill", 0)]:
-            o = ours.get((dt, case[0], case[1]))
-            if o is None: continue
+            if any(case not in o for o in o_r) or any(case not in l for l in l_r): continue
             name = f"decode, {case[1]} seq" if case[0] == "decode" else "prefill"
-            bound = f"{100 * o[0] / o[1]:.0f}%" if o[1] else ""
-            same = f"{o[2]:.0f}%" if o[2] is not None else ""
-            theirs, rel = "", ""
+            ot = [o[case][0] for o in o_r]
+            lt = [l[case] for l in l_r]
+            ratios = [a / b for a, b in zip(ot, lt)]
+            bound = same = theirs = rel = ""
             if case[0] == "decode":
-                lb = l[case] / llama_bound(g, case[1])
-                theirs = f"{100 * lb:.0f}%"
-                if o[1]: rel = f"{(o[0] / o[1]) / lb:.2f}x"
-            print(f"| {dt} | {g} | {name} | {o[0]:.1f} | {l[case]:.1f} | {o[0] / l[case]:.2f}x | {bound} | {same} | {theirs} | {rel} |")
+                of = [o[case][0] / o[case][1] for o in o_r]
+                lf = [lt[r] / llama_bound(g, case[1], r) for r in range(rounds)]
+                bound = f"{100 * med(of):.0f}%"
+                same = f"{med([o[case][2] for o in o_r]):.0f}%"
+                theirs = f"{100 * med(lf):.0f}%"
+                rel = f"{med([a / b for a, b in zip(of, lf)]):.2f}x"
+            per = " ".join(f"{x:.2f}" for x in ratios)
+            print(f"| {dt} | {g} | {name} | {med(ot):.1f} | {med(lt):.1f} | {med(ratios):.2f}x | {per} | {bound} | {same} | {theirs} | {rel} |")
+print()
+for dt in dtypes:
+    o_r = [ours(dt, r) for r in range(rounds)]
+    if all(("decode", 8) in o for o in o_r):
+        b = [o[("decode", 8)][0] / o[("decode", 1)][0] for o in o_r]
+        print(f"ours {dt}: batch 8 / batch 1 tok/s per round (one process, seconds apart): " +
+              " ".join(f"{x:.2f}x" for x in b) + f", median {med(b):.2f}x")
 PY

@@ -46,7 +46,7 @@ void DecodeLayout::repack(SpinPool* pool) {
                       << "] " << e.packed.dtype << "); build a new DecodeLayout for the new model");
     uint8_t* dst = base + e.offset;
     detail::pack_weight(w, dst, pool);
-    e.packed = detail::PackedWeight{dst, w.size(0), w.size(1), w.scalar_type(), w.data_ptr()};
+    e.packed = detail::PackedWeight{dst, w.size(0), w.size(1), w.scalar_type(), w.data_ptr(), nullptr, 0, nullptr};
     e.version = w._version();
   }
   // Decode order is the arena's (decode_weights: per layer q, k, v, o, gate, up, down,

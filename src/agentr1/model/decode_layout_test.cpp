@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
+#include <memory>
+#include <chrono>
 
 #include "agentr1/core/error.h"
 #include "agentr1/model/huge_pages.h"
@@ -116,6 +119,56 @@ TEST_P(DecodeLayoutTest, SameLogitsBitForBitAndOnlyCurrentCopiesRead) {
 INSTANTIATE_TEST_SUITE_P(Models, DecodeLayoutTest,
                          ::testing::Values(Case{Arch::kQwen2, false, at::kFloat}, Case{Arch::kQwen3, true, at::kBFloat16},
                                            Case{Arch::kLlama, false, at::kBFloat16}, Case{Arch::kQwen3, false, at::kHalf}));
+
+// A one-row product on a pool reading a copy warms the front of the next copy for the
+// next region (helper 1 reads min(512 KiB, next copy / threads)), keeping the arena alive
+// while it reads: the layout is destroyed right after the product, and a read past its
+// free would be reported by make test-sanitize. Products big enough for the pool (a
+// product under 2^17 multiply-adds runs on the caller and warms nothing).
+TEST(DecodeLayoutWarm, AOneRowProductWarmsTheNextCopysFrontAndKeepsTheArenaAlive) {
+  at::NoGradGuard ng;
+  SpinPool pool(2, /*idle_us=*/60'000'000);  // no helper falls asleep (and drops the hint)
+  std::vector<at::Tensor> ws;
+  for (int i = 0; i < 3; ++i) ws.push_back(at::randn({512 + 8 * i, 512}).to(at::kBFloat16));
+  const at::Tensor x = at::randn({1, 512}).to(at::kBFloat16);
+  auto settle = [&](uint64_t want) {  // until helper 1 has read `want` lines (bounded)
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (pool.warmed_lines() < want && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    return pool.warmed_lines();
+  };
+  const uint64_t start = pool.warmed_lines();
+  const at::Tensor plain = detail::row_linear(x, ws[0], {}, &pool);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(pool.warmed_lines(), start) << "a product without a copy warms nothing";
+  for (int off : {0, 1, 2}) {
+    auto packed = std::make_unique<DecodeLayout>(ws, &pool);
+    const detail::PackedWeight* p = packed->find(ws[static_cast<size_t>(off)]);
+    ASSERT_NE(p, nullptr);
+    const int64_t next_bytes = p->next_bytes;
+    const uint64_t before = pool.warmed_lines();
+    const at::Tensor y = detail::row_linear(x, ws[static_cast<size_t>(off)], {}, &pool, p);
+    packed.reset();  // the helper may still be reading the arena: it holds it
+    const at::Tensor ref = detail::row_linear(x, ws[static_cast<size_t>(off)], {}, &pool);
+    EXPECT_TRUE(same_bits(y, ref)) << "weight #" << off;
+    // The product's warm target: the next copy's first min(512 KiB, half of it) bytes,
+    // every line of it; the product without a copy warmed nothing more.
+    const uint64_t want = static_cast<uint64_t>((std::min<int64_t>(512 << 10, next_bytes / 2) + 63) / 64);
+    EXPECT_EQ(settle(before + want) - before, want) << "weight #" << off;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_EQ(pool.warmed_lines() - before, want) << "weight #" << off;
+  }
+  EXPECT_EQ(plain.sizes(), (at::IntArrayRef{1, 512}));
+  detail::set_decode_warm_bytes(0);
+  {
+    DecodeLayout packed(ws, &pool);
+    const uint64_t before = pool.warmed_lines();
+    (void)detail::row_linear(x, ws[0], {}, &pool, packed.find(ws[0]));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(pool.warmed_lines(), before) << "set_decode_warm_bytes(0) turns the warm off";
+  }
+  detail::set_decode_warm_bytes(-1);
+}
 
 TEST(DecodeLayoutErrors, NamesTheWeightAndTheRule) {
   const at::Tensor good = at::randn({8, 16});

@@ -181,7 +181,7 @@ struct Packed {
     buf = at::empty({packed_weight_elems(w.size(0), w.size(1), w.scalar_type())}, w.options());
     EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.data_ptr()) % 64, 0u);
     pack_weight(w, buf.data_ptr(), pool);
-    pw = PackedWeight{buf.data_ptr(), w.size(0), w.size(1), w.scalar_type(), w.data_ptr()};
+    pw = PackedWeight{buf.data_ptr(), w.size(0), w.size(1), w.scalar_type(), w.data_ptr(), nullptr, 0, nullptr};
   }
 };
 

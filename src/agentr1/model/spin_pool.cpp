@@ -77,7 +77,9 @@ void SpinPool::helper_loop(int index) {
     // core keeps many lines in flight, and the loop goes at the memory's pace. (Prefetch
     // instructions ran ahead of it: most were dropped with the miss buffers full, and a
     // 20 us gap warmed ~2 us of the next product instead of ~9.)
-    for (int i = 0; i < 8 && warm_at < warm_end; ++i, warm_at += 64) (void)*reinterpret_cast<const volatile uint8_t*>(warm_at);
+    int lines = 0;
+    for (; lines < 8 && warm_at < warm_end; ++lines, warm_at += 64) (void)*reinterpret_cast<const volatile uint8_t*>(warm_at);
+    warmed_lines_.fetch_add(static_cast<uint64_t>(lines), std::memory_order_relaxed);
     return true;
   };
   for (;;) {
@@ -90,6 +92,12 @@ void SpinPool::helper_loop(int index) {
       if (waited > std::chrono::microseconds(50)) std::this_thread::yield();
       if (waited > std::chrono::microseconds(idle_us_)) {
         std::unique_lock<std::mutex> lk(mu_);
+        if (index == 1) {  // a target posted since the last look is dropped, not held asleep
+          std::lock_guard<std::mutex> w(warm_mu_);
+          warm_keep_.reset();
+          warm_p_ = nullptr;
+          warm_bytes_ = 0;
+        }
         ++sleeping_;
         cv_.wait(lk, [&] { return posted_.load(std::memory_order_acquire) != seen || stop_.load(); });
         --sleeping_;
@@ -139,10 +147,14 @@ bool SpinPool::claim_back(int t, int64_t* piece) {
 
 void SpinPool::warm(const void* p, int64_t bytes, std::shared_ptr<const void> keep) {
   if (helpers_.empty()) return;
-  std::lock_guard<std::mutex> lk(warm_mu_);
+  // Under mu_, as a helper falls asleep: either it drops this target on its way to sleep
+  // or this call sees it asleep and drops it (a sleeping helper would hold `keep`).
+  std::lock_guard<std::mutex> lk(mu_);
+  if (sleeping_.load() > 0) return;
+  std::lock_guard<std::mutex> w(warm_mu_);
   warm_p_ = p;
   warm_bytes_ = p != nullptr ? std::max<int64_t>(0, bytes) : 0;
-  warm_keep_ = std::move(keep);
+  std::swap(warm_keep_, keep);  // the old target's owner is released after the locks
   warm_gen_.fetch_add(1, std::memory_order_release);
 }
 

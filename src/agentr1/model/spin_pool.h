@@ -70,14 +70,18 @@ class SpinPool {
   // A hint for the time between calls: helper 1 reads [p, p + bytes) into its caches
   // while it has no job (a byte of each 64-byte line, 8 lines at a time, pausing for the
   // jobs that arrive), until done or replaced by the next warm() call. `keep` owns the
-  // memory: helper 1 takes it when it next spins (at once after a job; a sleeping helper
-  // after the next job), holds it while it reads and drops it when done; the pool keeps
-  // no reference after. Changes no result. Why: a batch-1 decode step runs ~110 regions that
+  // memory: helper 1 takes it when it next spins, holds it while it reads and drops it
+  // when done; the pool keeps no reference after. While a helper sleeps (idle past
+  // idle_us) the hint is dropped, so nothing holds `keep` asleep. Meant for a few hundred
+  // KiB (helper 1 reads it before it yields). Changes no result; writes to the memory
+  // meanwhile (a DecodeLayout::repack) race only with reads whose bytes are discarded. Why: a batch-1 decode step runs ~110 regions that
   // each stream a new weight, with norms and attention on the caller between them while
   // the memory bus idles; the decode layout puts the next region's weights right after
   // the last ones, so the helper that starts the next region at its front reads that
   // front during the gap (bench/README.md, session 19). No-op without helpers.
   void warm(const void* p, int64_t bytes, std::shared_ptr<const void> keep);
+  // Lines helper 1 has read for warm() so far (tests, benches).
+  uint64_t warmed_lines() const { return warmed_lines_.load(std::memory_order_relaxed); }
 
  private:
   void helper_loop(int index);
@@ -109,6 +113,7 @@ class SpinPool {
   const void* warm_p_ = nullptr;
   int64_t warm_bytes_ = 0;
   std::shared_ptr<const void> warm_keep_;
+  std::atomic<uint64_t> warmed_lines_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> sleeping_{0};
   std::mutex mu_;

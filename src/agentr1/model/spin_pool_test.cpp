@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -137,67 +138,106 @@ TEST(SpinPool, ChunksOfAStalledThreadAreTakenByTheOthers) {
 }
 
 // Range 0 (the front) is helper 1's and the last range the caller's (the helper that
-// warms the next region's front starts there). The caller blocks in its first piece until
-// piece 0 has run, so helper 1, alone beside it, claims its own front first.
+// warms the next region's front starts there). A handshake makes it deterministic: the
+// caller records its first piece and then waits until piece 0 has started; piece 0 waits
+// until the caller has recorded. Until both, no thread can have taken a piece from
+// another's range (the caller is blocked in its first piece, helper 1 in piece 0), so the
+// caller's first piece is its own range's front and piece 0 is helper 1's.
 TEST(SpinPool, TheFirstRangeIsHelperOnesAndTheLastTheCallers) {
   SpinPool pool(2);
   const int64_t n = 40, grain = 4;
   const std::thread::id caller = std::this_thread::get_id();
-  std::atomic<bool> first_done{false};
+  std::atomic<bool> first_started{false};
+  std::atomic<int64_t> caller_first{-1};
   std::thread::id first_by{};
-  int64_t caller_first = -1;
   bool waited_out = false;
+  auto wait_for = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return done();
+  };
   pool.parallel_chunks(n, grain, [&](int64_t b, int64_t, int64_t) {
+    const bool on_caller = std::this_thread::get_id() == caller;
     if (b == 0) {
       first_by = std::this_thread::get_id();
-      first_done = true;
+      first_started = true;
+      if (!on_caller && !wait_for([&] { return caller_first.load() >= 0; })) waited_out = true;
       return;
     }
-    if (std::this_thread::get_id() != caller || caller_first >= 0) return;
+    if (!on_caller || caller_first.load() >= 0) return;
     caller_first = b;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!first_done && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    waited_out = !first_done;
+    if (!wait_for([&] { return first_started.load(); })) waited_out = true;
   });
-  EXPECT_FALSE(waited_out) << "piece 0 never ran while the caller waited";
+  EXPECT_FALSE(waited_out) << "the handshake between piece 0 and the caller's first piece timed out";
   EXPECT_NE(first_by, caller) << "piece 0 ran on the caller: range 0 should be helper 1's";
-  EXPECT_EQ(caller_first, n / 2) << "the caller's first piece should start its range, the back half";
+  EXPECT_EQ(caller_first.load(), n / 2) << "the caller's first piece should start its range, the back half";
 }
 
-// warm(): helper 1 reads the memory with loads while it holds `keep`, then lets it go (the
-// pool keeps no reference), and the calls after it compute as before. The caller drops
-// its own reference at once, so a helper that read without holding `keep` would read
-// freed memory (make test-sanitize reports it).
-TEST(SpinPool, WarmHoldsTheMemoryWhileItReadsAndThenLetsGo) {
-  SpinPool pool(2);
+// warm(): helper 1 reads every line of the memory with loads while it holds `keep`, then
+// lets it go (the pool keeps no reference), and the calls after it compute as before.
+// The caller drops its own reference at once, so a helper that read without holding
+// `keep` would read freed memory (make test-sanitize reports it). The helpers never fall
+// asleep here (idle 60 s): a sleeping helper drops the hint (tested below).
+TEST(SpinPool, WarmReadsEveryLineWhileItHoldsTheMemoryAndThenLetsGo) {
+  SpinPool pool(2, /*idle_us=*/60'000'000);
+  const size_t bytes = (size_t{1} << 20) + 7;  // not whole lines: the last line is read too
   for (int round = 0; round < 20; ++round) {
-    std::atomic<bool> freed{false};
+    auto freed = std::make_shared<std::atomic<bool>>(false);
+    const uint64_t before = pool.warmed_lines();
     {
-      auto* buf = new std::vector<uint8_t>(static_cast<size_t>(1 << 20) + 7, 1);
-      std::shared_ptr<const void> keep(buf, [&freed](const void* p) {
+      auto* buf = new std::vector<uint8_t>(bytes, 1);
+      std::shared_ptr<const void> keep(buf, [freed](const void* p) {
         delete static_cast<const std::vector<uint8_t>*>(p);
-        freed = true;
+        *freed = true;
       });
       pool.warm(buf->data(), static_cast<int64_t>(buf->size()), std::move(keep));
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!freed && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    EXPECT_TRUE(freed) << "round " << round << ": the warmed memory was never released";
+    while (!*freed && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    ASSERT_TRUE(*freed) << "round " << round << ": the warmed memory was never released";
+    EXPECT_EQ(pool.warmed_lines() - before, (bytes + 63) / 64) << "round " << round;
     std::atomic<int64_t> sum{0};
     pool.parallel_chunks(1000, 7, [&](int64_t b, int64_t e, int64_t) { sum += (b + e - 1) * (e - b) / 2; });
     EXPECT_EQ(sum.load(), 1000 * 999 / 2);
   }
   // Nothing to read: a null pointer, no bytes.
   const std::vector<uint8_t> small(100, 1);
+  const uint64_t before = pool.warmed_lines();
   pool.warm(nullptr, 1 << 20, nullptr);
   pool.warm(small.data(), 0, nullptr);
   pool.warm(small.data(), -5, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(pool.warmed_lines(), before);
   // Without helpers warm() does nothing and keeps nothing.
   SpinPool alone(1);
   auto keep = std::make_shared<const int>(3);
   alone.warm(small.data(), 100, keep);
   EXPECT_EQ(keep.use_count(), 1);
+}
+
+// Helpers asleep (idle past idle_us): warm() keeps nothing, so no memory is held until
+// the next job. Tried until the helpers are asleep (bounded): a pool that held the hint
+// fails after 60 s.
+TEST(SpinPool, AWarmWhileTheHelpersSleepKeepsNothing) {
+  SpinPool pool(2, /*idle_us=*/1000);
+  const std::vector<uint8_t> buf(1 << 16, 1);
+  bool dropped = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!dropped && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto keep = std::make_shared<const int>(1);
+    const uint64_t before = pool.warmed_lines();
+    pool.warm(buf.data(), static_cast<int64_t>(buf.size()), keep);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Read nothing (asleep, not merely done) and hold nothing.
+    dropped = pool.warmed_lines() == before && keep.use_count() == 1;
+  }
+  EXPECT_TRUE(dropped) << "warm() kept its memory while the helpers slept";
+  std::atomic<int64_t> sum{0};
+  pool.parallel_chunks(100, 3, [&](int64_t b, int64_t e, int64_t) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 100);
 }
 
 TEST(SpinPool, ChunkExceptionsReachTheCallerAfterEveryOtherPieceRan) {
