@@ -4,7 +4,7 @@
 # bf16 against its bf16 (and its f16, what most GGUF files hold), both on --threads.
 #
 #   bash bench/llama_cpp_bench.sh [--model DIR] [--threads 2] [--decode-tokens 32] [--prefill 512]
-#                                 [--dtypes fp32,bf16] [--rounds 3] [--bin build/agentr1]
+#                                 [--dtypes fp32,bf16] [--rounds 4] [--bin build/agentr1]
 #
 # --model: an HF model directory; default a random model of Qwen3-0.6B's shape with the
 # real Qwen3 tokenizer (`agentr1 init-model`, written to a temporary directory). The
@@ -20,14 +20,16 @@
 # bandwidth bound at its own moment: the VM's bandwidth swings between the two runs.
 #
 # --rounds R: the two engines run in alternation, R rounds of (ours, then llama.cpp) for
-# each dtype, llama.cpp first in every other round. This VM's bandwidth swings 1.5-2x
-# from minute to minute, so one run of each, minutes apart, compared moments more than
-# engines; the table gives each engine's median tok/s and the median and range of the
-# per-round ratios (each round's two runs are a minute apart at most), and our batch 8
-# over our batch 1 per round (the two run seconds apart in one process).
+# each dtype, llama.cpp first in every other round (an even R balances the orders). This
+# VM's bandwidth swings 1.5-2x from minute to minute, so one run of each, minutes apart,
+# compared moments more than engines; the table gives each engine's median tok/s, the
+# median of the per-round ratios and every round's ratio in round order (each round's two
+# runs are a minute apart at most; the tok/s medians may come from different rounds, so
+# they need not divide to the median ratio), and our batch 8 over our batch 1 per round
+# (the two run seconds apart in one process).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-model="" threads=2 decode_tokens=32 prefill=512 dtypes=fp32,bf16 rounds=3 bin=$here/build/agentr1
+model="" threads=2 decode_tokens=32 prefill=512 dtypes=fp32,bf16 rounds=4 bin=$here/build/agentr1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) model=$2; shift 2 ;;
@@ -41,9 +43,10 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "llama_cpp_bench: --rounds must be an integer >= 1, got '$rounds'" >&2; exit 2; }
-for dt in ${dtypes//,/ }; do
-  [[ $dt == fp32 || $dt == bf16 ]] || { echo "llama_cpp_bench: --dtypes takes fp32 and/or bf16, got '$dt'" >&2; exit 2; }
-done
+[[ $dtypes =~ ^(fp32|bf16)(,(fp32|bf16))?$ ]] ||
+  { echo "llama_cpp_bench: --dtypes takes fp32 and/or bf16, comma-separated, got '$dtypes'" >&2; exit 2; }
+[[ $decode_tokens =~ ^[1-9][0-9]*$ && $decode_tokens -ge 2 ]] ||
+  { echo "llama_cpp_bench: --decode-tokens must be an integer >= 2, got '$decode_tokens'" >&2; exit 2; }
 bench_bin=$(dirname "$bin")/bench/decode_bench
 ref=$here/tests/ref/llama_cpp_ref.mjs
 for f in "$bin" "$bench_bin"; do
@@ -84,19 +87,26 @@ PY
 # (decode_bench's 1 GiB read, the better page size), so llama.cpp's decode is also stated
 # as a fraction of the bound at its own moment (file bytes / the mean of the two reads).
 bandwidth() {
-  "$bench_bin" --threads "$threads" --reps 2 --no-products --no-engine --step-pairs 0 2>/dev/null |
-    awk -F'|' -v t="$threads" '$2 + 0 == t && NF > 4 { a = $3 + 0; b = $4 + 0; print (a > b ? a : b) }'
+  local out
+  out=$("$bench_bin" --threads "$threads" --reps 2 --no-products --no-engine --step-pairs 0 2>&1) ||
+    { echo "llama_cpp_bench: the bandwidth read failed:" >&2; echo "$out" | tail -5 >&2; exit 1; }
+  echo "$out" | awk -F'|' -v t="$threads" '$2 + 0 == t && NF > 4 { a = $3 + 0; b = $4 + 0; print (a > b ? a : b) }'
 }
 run_ours() {  # dtype round
   "$bench_bin" --model "$model" --no-products --threads "$threads" --dtypes "$1" --engine-batches 1,8 \
-    --new "$decode_tokens" --prefill "$prefill" --reps 1 --step-pairs 0 --no-contexts 2>/dev/null > "$tmp/ours-$1-$2.txt"
+    --new "$decode_tokens" --prefill "$prefill" --reps 1 --step-pairs 0 --no-contexts \
+    > "$tmp/ours-$1-$2.txt" 2> "$tmp/ours-$1-$2.err" ||
+    { echo "llama_cpp_bench: decode_bench ($1, round $(($2 + 1))) failed:" >&2;
+      grep -h FAIL "$tmp/ours-$1-$2.txt" >&2; tail -5 "$tmp/ours-$1-$2.err" >&2; exit 1; }
 }
 run_llama() {  # gguf-type round
-  local before
+  local before after
   before=$(bandwidth)
   node "$ref" --model "$tmp/m-$1.gguf" --bench --threads "$threads" --decode-tokens "$decode_tokens" \
-    --sequences 1,8 --prefill-tokens "$prefill" > "$tmp/llama-$1-$2.json"
-  echo "$before $(bandwidth)" > "$tmp/bw-$1-$2.txt"
+    --sequences 1,8 --prefill-tokens "$prefill" > "$tmp/llama-$1-$2.json" ||
+    { echo "llama_cpp_bench: llama.cpp's $1 run (round $(($2 + 1))) failed" >&2; exit 1; }
+  after=$(bandwidth)
+  echo "$before $after" > "$tmp/bw-$1-$2.txt"
 }
 for ((r = 0; r < rounds; r++)); do
   for dt in ${dtypes//,/ }; do
@@ -150,16 +160,18 @@ for dt in dtypes:
         print(f"llama.cpp {g}: bandwidth read before / after its runs: " +
               ", ".join(" / ".join(f"{x:.1f}" for x in reads(g, r)) for r in range(rounds)) + " GB/s")
 print()
-print(f"{rounds} rounds, the engines in alternation; medians over the rounds, and the range of the per-round ratios")
+print(f"{rounds} rounds, the engines in alternation; medians over the rounds, and every round's ratio in round order "
+      "(the tok/s medians may come from different rounds)")
 print()
-print("| ours | llama.cpp | case | ours tok/s | llama.cpp tok/s | ours / llama.cpp, median | per round | ours of the bandwidth bound | ours of the same-bytes read | llama.cpp of the bound at its moment | ours / llama.cpp in fractions of the bound |")
+print("| ours | llama.cpp | case | ours tok/s | llama.cpp tok/s | ours / llama.cpp, median | each round | ours of the bandwidth bound | ours of the same-bytes read | llama.cpp of the bound at its moment | ours / llama.cpp in fractions of the bound |")
 print("|---|---|---|--:|--:|--:|---|--:|--:|--:|--:|")
 for dt in dtypes:
     o_r = [ours(dt, r) for r in range(rounds)]
     for g in files[dt]:
         l_r = [llama(g, r) for r in range(rounds)]
         for case in [("decode", 1), ("decode", 8), ("prefill", 0)]:
-            if any(case not in o for o in o_r) or any(case not in l for l in l_r): continue
+            if any(case not in o for o in o_r) or any(case not in l for l in l_r):
+                sys.exit(f"FAIL: no {case} row for {dt} / {g} in some round (a table format changed?)")
             name = f"decode, {case[1]} seq" if case[0] == "decode" else "prefill"
             ot = [o[case][0] for o in o_r]
             lt = [l[case] for l in l_r]
