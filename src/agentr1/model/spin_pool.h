@@ -74,11 +74,12 @@ class SpinPool {
   // when done; the pool keeps no reference after. While a helper sleeps (idle past
   // idle_us) the hint is dropped, so nothing holds `keep` asleep. Meant for a few hundred
   // KiB (helper 1 reads it before it yields). Changes no result; writes to the memory
-  // meanwhile (a DecodeLayout::repack) race only with reads whose bytes are discarded. Why: a batch-1 decode step runs ~110 regions that
-  // each stream a new weight, with norms and attention on the caller between them while
-  // the memory bus idles; the decode layout puts the next region's weights right after
-  // the last ones, so the helper that starts the next region at its front reads that
-  // front during the gap (bench/README.md, session 19). No-op without helpers.
+  // meanwhile (a DecodeLayout::repack) race only with reads whose bytes are discarded.
+  // Why: a batch-1 decode step runs ~110 regions that each stream a new weight, with
+  // norms and attention on the caller between them while the memory bus idles; the
+  // decode layout puts the next region's weights right after the last ones, so the helper
+  // that starts the next region at its front reads that front during the gap
+  // (bench/README.md, session 19). No-op without helpers.
   void warm(const void* p, int64_t bytes, std::shared_ptr<const void> keep);
   // Lines helper 1 has read for warm() so far (tests, benches).
   uint64_t warmed_lines() const { return warmed_lines_.load(std::memory_order_relaxed); }
