@@ -708,7 +708,8 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
 // One row x one group of the decode layout: tile_dp<1, P>'s pairs (0, 1) and (2, 3) (the
 // same vdpbf16ps per accumulator on the same operands in the same order: a 32-k step
 // reads the group's four lines, which lie side by side here).
-void group_dp(const uint16_t* xq, const float* x, PackedCols<c10::BFloat16> w, int64_t K, float* out) {
+inline __attribute__((always_inline)) void group_dp(const uint16_t* xq, const float* x, PackedCols<c10::BFloat16> w,
+                                                    int64_t K, float* out) {
   static_assert(kPackCols == 4, "two column pairs");
   const int64_t K8 = K - K % kLanes, K16 = K8 - K8 % 16;
   const __m512i idx = dp_interleave();
@@ -743,7 +744,40 @@ void group_dp(const uint16_t* xq, const float* x, PackedCols<c10::BFloat16> w, i
       acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)xv, (__m512bh)lone);
     }
   }
-  finish_pair_group<2>(acc, x, w, K, out);
+  // finish_pair_group<2>'s steps written out (finish_tile_at for one row and four
+  // columns: lane sets acc[0] low, high, acc[1] low, high), so that nothing is called
+  // between two groups.
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(_mm512_castps512_ps256(acc[0]), _mm512_extractf32x8_ps(acc[0], 1)),
+                                  _mm256_hadd_ps(_mm512_castps512_ps256(acc[1]), _mm512_extractf32x8_ps(acc[1], 1)));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  for (int c = 0; c < kPackCols; ++c)
+    for (int64_t k2 = K8; k2 < K; ++k2) out[c] = std::fma(x[k2], widen(*w.at(c, k2)), out[c]);
+}
+
+// group_dp for groups [g0, g1) of a copy (`group` elements each): out[(g - g0) * 4 + c].
+void groups_dp(const uint16_t* xq, const float* x, const c10::BFloat16* base, int64_t group, int64_t K, int64_t g0,
+               int64_t g1, float* out) {
+  for (int64_t g = g0; g < g1; ++g)
+    group_dp(xq, x, PackedCols<c10::BFloat16>{base + g * group}, K, out + (g - g0) * kPackCols);
+}
+
+// y[j] = BFloat16(v[j] (+ float(b[j]))) for j < n: c10's rounding (to nearest even, NaN to
+// 0x7fc0), 16 at a time; the same integer steps, so the same bits.
+void round_to_bf16(const float* v, const c10::BFloat16* b, c10::BFloat16* y, int64_t n) {
+  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+  const __m256i qnan = _mm256_set1_epi16(0x7fc0);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    __m512 f = _mm512_maskz_loadu_ps(m, v + j);
+    if (b != nullptr)
+      f = _mm512_add_ps(f, _mm512_castsi512_ps(_mm512_slli_epi32(
+                               _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, b + j)), 16)));
+    const __m512i u = _mm512_castps_si512(f);
+    const __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one))), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+    _mm256_mask_storeu_epi16(y + j, m, _mm256_mask_blend_epi16(nan, _mm512_cvtepi32_epi16(r), qnan));
+  }
 }
 
 #pragma GCC pop_options
@@ -973,15 +1007,30 @@ void packed_columns(const float* x, const uint16_t* xq, int64_t K, const PackedW
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
     if (xq != nullptr) path = Path::kDp;  // AVX-512 BF16 (as columns(): every row count takes those tiles there)
   }
+#if AGENTR1_ROW_LINEAR_AVX2
+  if constexpr (std::is_same_v<T, c10::BFloat16>) {
+    if (path == Path::kDp) {
+      // Up to 64 groups at a time, then their outputs rounded 16 at a time: the groups'
+      // kernel runs back to back (a sequential stream) with the least code between them.
+      constexpr int64_t kBatch = 64;
+      float outs[kBatch * kPackCols];
+      const int64_t ge = (o1 + kPackCols - 1) / kPackCols;
+      for (int64_t g0 = o0 / kPackCols; g0 < ge; g0 += kBatch) {
+        const int64_t g1 = std::min(ge, g0 + kBatch);
+        groups_dp(xq, x, base, group, K, g0, g1, outs);
+        const int64_t c0 = g0 * kPackCols;
+        round_to_bf16(outs, b == nullptr ? nullptr : b + c0, y + c0, std::min(o1, g1 * kPackCols) - c0);
+      }
+      return;
+    }
+  }
+#endif
   float out[kPackCols];
   for (int64_t o = o0; o < o1; o += kPackCols) {
     const int64_t g = o / kPackCols;
     const PackedCols<T> w{base + g * group};
     switch (path) {
 #if AGENTR1_ROW_LINEAR_AVX2
-      case Path::kDp:
-        if constexpr (std::is_same_v<T, c10::BFloat16>) group_dp(xq, x, w, K, out);
-        break;
       case Path::kAvx512: group_avx512(x, w, K, out); break;
       case Path::kAvx2: group_avx2(x, w, K, out); break;
 #endif

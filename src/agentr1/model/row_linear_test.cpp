@@ -323,6 +323,53 @@ TEST_P(RowLinear, RowIsTheSameWhateverItIsBatchedWith) {
   at::set_num_threads(saved);
 }
 
+// A bf16 product's rounding, checked by hand: K = 1 and x = 1 make each output exactly
+// w + b in fp32 (w, b chosen so), then one rounding to bf16 to nearest, ties to even, NaN
+// to 0x7fc0 (c10's rule). Ties both ways, a tie and a sum past bf16's largest value (to
+// infinity), NaNs of either sign, infinities. 12 cases over 30 columns (the AVX-512 BF16
+// path rounds 16 outputs at a time: a full block and a part), read from the decode layout
+// on every ISA, alone, on a pool and in one-unit pieces.
+TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
+  struct Case {
+    uint16_t w, b, want;
+  };
+  const Case cases[] = {
+      {0x3f80, 0x3b80, 0x3f80},  // 1 + 2^-8: a tie, down to the even 1
+      {0x3f81, 0x3b80, 0x3f82},  // 1 + 3 * 2^-8: a tie, up to the even 1 + 2^-6
+      {0x3f80, 0x3b81, 0x3f81},  // 1 + 2^-8 + 2^-15: past the tie, up
+      {0xbf80, 0xbb80, 0xbf80},  // -(1 + 2^-8): a tie, to the even -1
+      {0x7f7f, 0x7b80, 0x7f80},  // bf16's largest + 2^120 = 2^128: fp32 overflows, +inf
+      {0x7f7f, 0x7b00, 0x7f80},  // bf16's largest + 2^119: a tie, to the even: +inf
+      {0x7f7e, 0x7b00, 0x7f7e},  // a tie below it, to the even 0x7f7e
+      {0x7fc1, 0x0000, 0x7fc0},  // NaN (another payload)
+      {0xffc1, 0x0000, 0x7fc0},  // a negative NaN
+      {0x7f80, 0x0000, 0x7f80},  // +inf
+      {0xff80, 0x7f80, 0x7fc0},  // -inf + inf
+      {0x4040, 0x3f00, 0x4060},  // 3 + 0.5
+  };
+  constexpr int64_t O = 30;
+  const auto bits = [](uint16_t v) { return c10::BFloat16(v, c10::BFloat16::from_bits()); };
+  at::Tensor x = at::ones({1, 1}, at::kBFloat16), w = at::empty({O, 1}, at::kBFloat16), b = at::empty({O}, at::kBFloat16);
+  for (int64_t o = 0; o < O; ++o) {
+    const Case& c = cases[o % 12];
+    w.data_ptr<c10::BFloat16>()[o] = bits(c.w);
+    b.data_ptr<c10::BFloat16>()[o] = bits(c.b);
+  }
+  SpinPool pool(2);
+  Packed p(w);
+  for (RowLinearIsa isa : supported_isas()) {
+    ForcedIsa forced(isa);
+    for (int how = 0; how < 3; ++how) {
+      std::optional<OnePiecePerUnit> one;
+      if (how == 2) one.emplace();
+      const at::Tensor y = row_linear(x, w, b, how == 0 ? nullptr : &pool, &p.pw);
+      for (int64_t o = 0; o < O; ++o)
+        EXPECT_EQ(y.data_ptr<c10::BFloat16>()[o].x, cases[o % 12].want)
+            << row_linear_isa_name(isa) << " column " << o << " (case " << o % 12 << "), run " << how;
+    }
+  }
+}
+
 // The one documented difference of the AVX-512 BF16 tiles: vdpbf16ps flushes denormal
 // inputs and results to zero, the other kernels keep them. Elsewhere (normal values, the
 // tests above) the bits are the contract's.
