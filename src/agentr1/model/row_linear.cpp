@@ -143,14 +143,13 @@ struct LineCursor {
       at = last = reinterpret_cast<uintptr_t>(own);
     }
   }
-  // Fetches the next n lines (locality 3 = T0: one-row tiles keep their lines in L1 as
-  // tuned; 2 = T1, as fetch_ahead for several rows).
-  template <int n, int locality = 3>
+  // Fetches the next n lines (T0: one-row tiles keep their lines in L1 as tuned).
+  template <int n>
   inline void fetch() {
 #pragma GCC unroll 8
     for (int i = 0; i < n; ++i) {
       const uintptr_t q = at + 64 * static_cast<uintptr_t>(i);
-      __builtin_prefetch(reinterpret_cast<const void*>(q < last ? q : last), 0, locality);
+      __builtin_prefetch(reinterpret_cast<const void*>(q < last ? q : last), 0, 3);
     }
     const uintptr_t nx = at + 64 * static_cast<uintptr_t>(n);
     at = nx < last ? nx : last;
@@ -562,43 +561,35 @@ struct alignas(64) Interleave2 {
 inline constexpr Interleave2 kInterleaveLo{0}, kInterleaveHi{16};
 inline __m512i dp_interleave2(const Interleave2& t) { return _mm512_load_si512(t.idx); }
 
-// x [N,K] bf16 -> N x Kp words, Kp = K8 rounded up to 16, each 16-block interleaved as
-// the weights are, a last lone 8-step as (0, x[k+u]). Rows in groups of kTileRows512 (the
-// tiles' row groups; the last one N % 8 rows), each group at g * Kp with its rows' blocks
-// side by side: row g + i's block b at g * Kp + (b * rows + i) * 16, so that a tile finds
-// its rows' x for a k at one address plus constants. One row: its blocks in order.
+// x [N,K] bf16 -> [N, Kp] words, Kp = K8 rounded up to 16, each 16-block interleaved as
+// the weights are, a last lone 8-step as (0, x[k+u]).
 void x_dp(const c10::BFloat16* x, int64_t N, int64_t K, uint16_t* out, int64_t Kp) {
   const int64_t K8 = K - K % kLanes, K16 = K8 - K8 % 16;
   const __m512i idx = dp_interleave();
   for (int64_t r = 0; r < N; ++r) {
-    const int64_t g = r - r % kTileRows512, rows = std::min<int64_t>(kTileRows512, N - g);
     const uint16_t* xr = reinterpret_cast<const uint16_t*>(x + r * K);
-    uint16_t* o = out + g * Kp + (r - g) * 16;
-    auto block = [&](int64_t k) { return o + k * rows; };  // the 16-block at k (k % 16 == 0)
+    uint16_t* o = out + r * Kp;
     int64_t k = 0;
-    for (; k + 32 <= K16; k += 32) {
-      const __m512i v = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(xr + k));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(block(k)), _mm512_castsi512_si256(v));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(block(k + 16)), _mm512_extracti64x4_epi64(v, 1));
-    }
+    for (; k + 32 <= K16; k += 32)
+      _mm512_storeu_si512(o + k, _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(xr + k)));
     for (; k < K16; k += 16)
       for (int u = 0; u < 8; ++u) {
-        block(k)[2 * u] = xr[k + 8 + u];
-        block(k)[2 * u + 1] = xr[k + u];
+        o[k + 2 * u] = xr[k + 8 + u];
+        o[k + 2 * u + 1] = xr[k + u];
       }
     if (K8 > K16)
       for (int u = 0; u < 8; ++u) {
-        block(K16)[2 * u] = 0;
-        block(K16)[2 * u + 1] = xr[K16 + u];
+        o[K16 + 2 * u] = 0;
+        o[K16 + 2 * u + 1] = xr[K16 + u];
       }
   }
 }
 
-// R rows x 2P columns of bf16 weights; xq: x_dp's group of these R rows (row i's 16-block
-// at k: xq + k * R + i * 16); x: the fp32 rows for finish_tile's k >= K8 tail; out as
-// tile_avx512's.
+// R rows x 2P columns of bf16 weights; xq: x_dp's rows (stride Kp); x: the fp32 rows for
+// finish_tile's k >= K8 tail; out as tile_avx512's.
 template <int R, int P>
-void tile_dp(const uint16_t* xq, const float* x, const c10::BFloat16* w, int64_t K, float* out, Ahead& ahead) {
+void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16* w, int64_t K, float* out,
+             Ahead& ahead) {
   const int64_t K8 = K - K % kLanes, K16 = K8 - K8 % 16;
   const __m512i idx = dp_interleave();
   const uint16_t* wq = reinterpret_cast<const uint16_t*>(w);
@@ -611,7 +602,7 @@ void tile_dp(const uint16_t* xq, const float* x, const c10::BFloat16* w, int64_t
   auto step = [&](const __m512i (&wv)[P], int64_t k) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k * R + r * 16)));
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * Kp + k)));
 #pragma GCC unroll 8
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], (__m512bh)xv, (__m512bh)wv[p]);
     }
@@ -678,34 +669,23 @@ void tile_dp(const uint16_t* xq, const float* x, const c10::BFloat16* w, int64_t
     finish_pair_tile<1, P>(acc, x, w, K, out);
     return;
   }
-  // 32 k at a time: one vpermt2w per pair and 16 k builds the interleaved pair from two
-  // columns' 64-byte lines (the same registers as the 16-k step below, so the same
-  // instructions on the same operands in the same order: the same bits), half the
-  // shuffles of two 16-k steps. The first 16 k's pairs, all rows, then the second's (the
-  // lines read again, from L1): R x P accumulators, P pairs, x and the two indices stay
-  // in the 32 registers at R = 8, P = 3.
-  // The next tile's lines are fetched as fetch_ahead<R>(ahead, 4 * ahead.per_step) would
-  // (the same lines, T1), by a cursor kept in registers without branches (fetch_ahead's
-  // loop, a branch and a store per line, cost ~17% of these tiles' time with the weights
-  // in the cache: 8 x 3 at 226 -> 272 GFLOP/s without it).
-  static_assert((4 * P + 7) / 8 >= 1, "ahead_of's per_step for 2P bf16 columns");
-  LineCursor pf(LineRange{reinterpret_cast<uintptr_t>(ahead.p), reinterpret_cast<uintptr_t>(ahead.end)}, wq);
+  // 32 k at a time: each column's whole 64-byte line loaded once, and one vpermt2w per
+  // pair and 16 k builds the interleaved pair from two columns' lines (the same
+  // registers as the 16-k step below, so the same instructions on the same operands in
+  // the same order: the same bits), half the shuffles and loads of two 16-k steps.
   int64_t k = 0;
   for (; k + 32 <= K16; k += 32) {
-    pf.fetch<4 * ((4 * P + 7) / 8), 2>();
+    fetch_ahead<R>(ahead, 4 * ahead.per_step);
+    __m512i hi[P];
 #pragma GCC unroll 8
-    for (int p = 0; p < P; ++p)
-      wv[p] = _mm512_permutex2var_epi16(_mm512_loadu_si512(wq + (2 * p) * K + k), idx_lo,
-                                        _mm512_loadu_si512(wq + (2 * p + 1) * K + k));
+    for (int p = 0; p < P; ++p) {
+      const __m512i a = _mm512_loadu_si512(wq + (2 * p) * K + k), b = _mm512_loadu_si512(wq + (2 * p + 1) * K + k);
+      wv[p] = _mm512_permutex2var_epi16(a, idx_lo, b);
+      hi[p] = _mm512_permutex2var_epi16(a, idx_hi, b);
+    }
     step(wv, k);
-#pragma GCC unroll 8
-    for (int p = 0; p < P; ++p)
-      wv[p] = _mm512_permutex2var_epi16(_mm512_loadu_si512(wq + (2 * p) * K + k), idx_hi,
-                                        _mm512_loadu_si512(wq + (2 * p + 1) * K + k));
-    step(wv, k + 16);
+    step(hi, k + 16);
   }
-  if (ahead.p != nullptr && k > 0)  // the 16-k steps below go on from where the cursor is
-    ahead.p = std::min(ahead.end, reinterpret_cast<const char*>(pf.at));
   for (; k < K16; k += 16) {
     fetch_ahead<R>(ahead, 2 * ahead.per_step);
 #pragma GCC unroll 8
@@ -812,8 +792,8 @@ void round_to_bf16(const float* v, const c10::BFloat16* b, c10::BFloat16* y, int
 // memory.)
 constexpr int dp_pairs_for(int rows) { return rows == 2 ? 4 : pairs_for(rows); }
 
-using DpTileFn = void (*)(const uint16_t* xq, const float* x, const c10::BFloat16* w, int64_t K, float* out,
-                          Ahead& ahead);
+using DpTileFn = void (*)(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16* w, int64_t K,
+                          float* out, Ahead& ahead);
 
 DpTileFn dp_tile(int rr) {
   static const DpTileFn table[kTileRows512] = {tile_dp<1, dp_pairs_for(1)>, tile_dp<2, dp_pairs_for(2)>,
@@ -874,7 +854,7 @@ std::atomic<int64_t> g_warm_bytes{kWarmBytes};
 // the contract's arithmetic whichever tile holds it: the choice of tiles changes speed,
 // never bits.
 //   x [N,K] fp32, w [O,K], b [O] or null, y [N,O] (row-major, contiguous)
-//   xq: x_dp's rows (row groups of 8 at g * Kp) when isa is kAvx512Bf16 and T is bfloat16, else null.
+//   xq: x_dp's rows (stride Kp) when isa is kAvx512Bf16 and T is bfloat16, else null.
 //   o_ahead >= o1: the tiles' prefetch may reach into [o1, o_ahead) (the columns this
 //   thread will likely compute next), never beyond.
 template <typename T>
@@ -944,7 +924,7 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
             int64_t o = c0;
             for (; o + cw <= c1; o += cw) {
               Ahead a = ahead_of(o, cw, first);
-              fn(xq + r * Kp, x + r * K, w + o * K, K, tile, a);
+              fn(xq + r * Kp, Kp, x + r * K, w + o * K, K, tile, a);
               store(r, rr, o, cw);
             }
             if (o < c1) {
@@ -953,7 +933,7 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
               std::copy(w + o * K, w + (o + cc) * K, spare.begin());
               Ahead none;
               none.within = prefetch;
-              fn(xq + r * Kp, x + r * K, spare.data(), K, tile, none);
+              fn(xq + r * Kp, Kp, x + r * K, spare.data(), K, tile, none);
               // tile holds rr x cw; store() reads rr x cc row-major: compact it first.
               for (int i = 0; i < rr; ++i)
                 for (int j = 0; j < cc; ++j) tile[i * cc + j] = tile[i * cw + j];
