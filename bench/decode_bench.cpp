@@ -5,7 +5,7 @@
 //   build/bench/decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16]
 //                            [--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products]
 //                            [--model DIR] [--prefill 512] [--hugepages] [--step-pairs 48]
-//                            [--contexts 1024,4096 | --no-contexts]
+//                            [--batch-pairs 24] [--contexts 1024,4096 | --no-contexts]
 //
 // 1. Bandwidth: a STREAM-style read (sum of a 1 GiB buffer, AVX2 when the CPU has it),
 //    1..--threads threads, best of --reps: the bound below is bytes / this rate.
@@ -40,7 +40,13 @@
 //    and the decode-layout step again with the gap warm off (SpinPool::warm: helper 1
 //    reads the next region's front while the caller runs the norms and attention between
 //    regions; row_linear.h set_decode_warm_bytes), the same bits again.
-// 5. Long contexts (--contexts, after the step pairs; not with --no-engine, whose model
+// 5. Batch pairs (--batch-pairs N, default 24, after the step pairs): N pairs of one
+//    one-sequence step (decode layout) and one 8-sequence step (row-major) of
+//    Transformer::forward_cached, back to back, each pair then a read of the weights:
+//    8 rows' tokens/s over 1 row's per pair (the engine runs of section 3 time the two
+//    batch sizes seconds apart, at different moments of the VM's bandwidth). Row 0 of
+//    the 8 is the lone sequence: its logits must equal the lone step's bit for bit.
+// 6. Long contexts (--contexts, after the batch pairs; not with --no-engine, whose model
 //    they use): batch-1 steps (decode layout, as serve runs them) after C cached
 //    positions (keys and values written at random, as a prefill would leave them,
 //    without its minutes), each paired with a read of the bytes the step reads: the
@@ -101,13 +107,14 @@ struct Args {
   int prefill = 512;   // prompt tokens of the prefill measurement (0 = skip)
   bool hugepages = false;  // bandwidth buffer and product weights in transparent huge pages
   int step_pairs = 48;     // decode steps paired with their products and a read (0 = skip)
+  int batch_pairs = 24;    // batch-1 steps paired with batch-8 steps (0 = skip)
   std::vector<int> contexts = {1024, 4096};  // batch-1 steps after this many cached positions
 };
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
                "decode_bench: %s\nusage: decode_bench [--threads 2] [--rows 1,2,4,8,16] [--dtypes fp32,bf16] "
-               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products] [--model DIR] [--prefill 512] [--hugepages] [--step-pairs 48] [--contexts 1024,4096 | --no-contexts]\n",
+               "[--reps 5] [--new 16] [--engine-batches 1,8] [--no-engine] [--no-products] [--model DIR] [--prefill 512] [--hugepages] [--step-pairs 48] [--batch-pairs 24] [--contexts 1024,4096 | --no-contexts]\n",
                why);
   std::exit(2);
 }
@@ -157,6 +164,14 @@ Args parse(int argc, char** argv) {
       if (v.empty() || *end != '\0' || n < 0 || n > 100000)
         usage(("--step-pairs takes a count of steps, 0 (skip) to 100000, got '" + v + "'").c_str());
       a.step_pairs = static_cast<int>(n);
+    }
+    else if (k == "--batch-pairs") {
+      const std::string v = val();
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 0 || n > 100000)
+        usage(("--batch-pairs takes a count of pairs, 0 (skip) to 100000, got '" + v + "'").c_str());
+      a.batch_pairs = static_cast<int>(n);
     }
     else if (k == "--contexts") a.contexts = ints(k, val());
     else if (k == "--no-contexts") a.contexts.clear();
@@ -649,7 +664,82 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
   return true;
 }
 
-// ---- 5. long contexts ---------------------------------------------------------------
+// ---- 5. batch pairs ------------------------------------------------------------------
+
+// n pairs of decode steps of Transformer::forward_cached at the same moment: one sequence
+// alone (the decode layout, as the engine's one-sequence steps read the weights) and 8
+// sequences together (row-major), one right after the other, each pair then a read of
+// the weights. Tokens per second at 8 rows over tokens per second at 1 row, per pair: the
+// VM's bandwidth swings by half from one second to the next, so two runs seconds apart
+// compare moments as much as batch sizes. Row 0 of the 8 is the lone sequence (same
+// prompt, same greedy tokens): its logits must equal the lone step's bit for bit.
+bool batch_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
+  at::NoGradGuard ng;
+  const model::ModelConfig& c = m->config();
+  const std::vector<at::Tensor> ws = m->decode_weights();
+  const std::vector<Span> spans = spans_of(ws);
+  size_t bytes = 0;
+  for (const auto& sp : spans) bytes += sp.n;
+  const at::ScalarType dt = ws[0].scalar_type();
+  constexpr int64_t kRows = 8, kPrompt = 16, kBs = 16;
+  const int64_t per_row = (kPrompt + n + kBs - 1) / kBs + 1;
+  model::KVCache one(c, per_row, kBs, dt, at::kCPU), eight(c, kRows * per_row, kBs, dt, at::kCPU);
+  one.batch_invariant = eight.batch_invariant = true;
+  std::vector<std::vector<int32_t>> blocks(kRows);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t i = 0; i < per_row; ++i) blocks[r].push_back(static_cast<int32_t>(r * per_row + i));
+  const model::DecodeLayout packed(ws, &pool);
+  at::Generator gen = at::detail::createCPUGenerator(19);
+  const auto lopts = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor prompts = at::randint(0, c.vocab_size, {kRows * kPrompt}, gen, lopts);
+  std::vector<model::CachedRow> rows;
+  for (int64_t r = 0; r < kRows; ++r) rows.push_back(model::CachedRow{0, kPrompt, &blocks[r]});
+  at::Tensor l8 = m->forward_cached(prompts, rows, eight, &pool);
+  at::Tensor l1 = m->forward_cached(prompts.slice(0, 0, kPrompt), {model::CachedRow{0, kPrompt, &blocks[0]}}, one,
+                                    &pool, &packed);
+  std::printf("\n## Batch pairs (%s): a one-sequence decode step (decode layout) and an 8-sequence step (row-major) of "
+              "Transformer::forward_cached, one right after the other, then a read of the weights (%.2f GB); medians "
+              "of 12 pairs\n\n"
+              "| read GB/s | 1 row ms | 8 rows ms | 1 row tok/s | 8 rows tok/s | 8 rows / 1 row tok/s | lowest pair |\n"
+              "|--:|--:|--:|--:|--:|--:|--:|\n",
+              dt == at::kFloat ? "fp32" : "bf16", static_cast<double>(bytes) / 1e9);
+  std::vector<double> t1s, t8s, ratios, reads, all;
+  for (int i = 0; i < n; ++i) {
+    const at::Tensor next = l8.argmax(-1);  // [8]: each row's greedy token
+    const double t0 = now_s();
+    l1 = m->forward_cached(next.slice(0, 0, 1), {model::CachedRow{kPrompt + i, 1, &blocks[0]}}, one, &pool, &packed);
+    const double t1 = now_s();
+    for (int64_t r = 0; r < kRows; ++r) rows[r] = model::CachedRow{kPrompt + i, 1, &blocks[r]};
+    l8 = m->forward_cached(next, rows, eight, &pool);
+    const double t2 = now_s();
+    reads.push_back(read_spans(spans, pool, 1));
+    if (!std::isfinite(l8.max().item<float>()) ||
+        std::memcmp(l1.data_ptr(), l8.data_ptr(), static_cast<size_t>(l1.numel()) * sizeof(float)) != 0) {
+      std::printf("FAIL: batch pair %d: the lone sequence's logits differ from row 0's of the 8 (or are not "
+                  "finite)\n", i);
+      return false;
+    }
+    t1s.push_back(t1 - t0);
+    t8s.push_back(t2 - t1);
+    ratios.push_back(kRows * (t1 - t0) / (t2 - t1));
+    all.push_back(ratios.back());
+    if (t1s.size() == 12 || i == n - 1) {
+      const double a = median(t1s), b = median(t8s);
+      std::printf("| %.1f | %.2f | %.2f | %.1f | %.1f | %.2fx | %.2fx |\n", static_cast<double>(bytes) / median(reads) / 1e9,
+                  a * 1e3, b * 1e3, 1.0 / a, kRows / b, median(ratios), *std::min_element(ratios.begin(), ratios.end()));
+      std::fflush(stdout);
+      t1s.clear();
+      t8s.clear();
+      ratios.clear();
+      reads.clear();
+    }
+  }
+  std::printf("All %d pairs: 8 rows / 1 row tok/s median %.2fx, lowest %.2fx, highest %.2fx\n", n, median(all),
+              *std::min_element(all.begin(), all.end()), *std::max_element(all.begin(), all.end()));
+  return true;
+}
+
+// ---- 6. long contexts ---------------------------------------------------------------
 
 bool long_contexts(model::Transformer& m, const std::vector<int>& contexts, model::SpinPool& pool) {
   at::NoGradGuard ng;
@@ -882,6 +972,9 @@ int main(int argc, char** argv) {
     }
     if (a.step_pairs > 0) {
       if (!step_pairs(m, a.step_pairs, pool)) return 1;
+    }
+    if (a.batch_pairs > 0) {
+      if (!batch_pairs(m, a.batch_pairs, pool)) return 1;
     }
     if (!a.contexts.empty()) {
       if (!long_contexts(m, a.contexts, pool)) return 1;

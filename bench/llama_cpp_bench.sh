@@ -26,7 +26,8 @@
 # median of the per-round ratios and every round's ratio in round order (each round's two
 # runs are a minute apart at most; the tok/s medians may come from different rounds, so
 # they need not divide to the median ratio), and our batch 8 over our batch 1 per round
-# (the two run seconds apart in one process).
+# (the two run seconds apart in one process), and in decode_bench's batch pairs (24 pairs
+# per round of a one-row and an 8-row step back to back: the same moment).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 model="" threads=2 decode_tokens=32 prefill=512 dtypes=fp32,bf16 rounds=4 bin=$here/build/agentr1
@@ -94,7 +95,7 @@ bandwidth() {
 }
 run_ours() {  # dtype round
   "$bench_bin" --model "$model" --no-products --threads "$threads" --dtypes "$1" --engine-batches 1,8 \
-    --new "$decode_tokens" --prefill "$prefill" --reps 1 --step-pairs 0 --no-contexts \
+    --new "$decode_tokens" --prefill "$prefill" --reps 1 --step-pairs 0 --batch-pairs 24 --no-contexts \
     > "$tmp/ours-$1-$2.txt" 2> "$tmp/ours-$1-$2.err" ||
     { echo "llama_cpp_bench: decode_bench ($1, round $(($2 + 1))) failed:" >&2;
       grep -h FAIL "$tmp/ours-$1-$2.txt" >&2; tail -5 "$tmp/ours-$1-$2.err" >&2; exit 1; }
@@ -193,4 +194,15 @@ for dt in dtypes:
         b = [o[("decode", 8)][0] / o[("decode", 1)][0] for o in o_r]
         print(f"ours {dt}: batch 8 / batch 1 tok/s per round (one process, seconds apart): " +
               " ".join(f"{x:.2f}x" for x in b) + f", median {med(b):.2f}x")
+    # decode_bench's batch pairs: forward_cached steps of 1 and 8 rows back to back (the same
+    # moment), 24 pairs per round: the median and lowest pair's ratio.
+    pairs = []
+    for r in range(rounds):
+        m = re.search(r"All (\d+) pairs: 8 rows / 1 row tok/s median ([\d.]+)x, lowest ([\d.]+)x",
+                      open(f"{tmp}/ours-{dt}-{r}.txt").read())
+        if not m:
+            sys.exit(f"FAIL: decode_bench printed no {dt} batch pairs in round {r + 1} (its format changed?)")
+        pairs.append((float(m[2]), float(m[3])))
+    print(f"ours {dt}: batch 8 / batch 1 tok/s in step pairs (the same moment), median (lowest pair) per round: " +
+          " ".join(f"{a:.2f}x ({b:.2f}x)" for a, b in pairs))
 PY
