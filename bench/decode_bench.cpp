@@ -574,6 +574,11 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
                                       at::randn({1, c.num_attention_heads * c.head_dim}, gen, fo).to(dt),
                                       at::randn({1, c.intermediate_size}, gen, fo).to(dt)};
   const int64_t prompt = 16, bs = 16;
+  if (prompt + n > c.max_position_embeddings) {
+    std::printf("FAIL: --step-pairs %d: the sequence would pass the model's %ld positions (at most %ld steps)\n", n,
+                static_cast<long>(c.max_position_embeddings), static_cast<long>(c.max_position_embeddings - prompt));
+    return false;
+  }
   model::KVCache cache(c, (prompt + n + bs - 1) / bs + 1, bs, dt, at::kCPU);
   cache.batch_invariant = true;
   std::vector<int32_t> blocks(static_cast<size_t>(cache.n_blocks()));
@@ -668,8 +673,8 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
 
 // n pairs of decode steps of Transformer::forward_cached at the same moment: one sequence
 // alone (the decode layout, as the engine's one-sequence steps read the weights) and 8
-// sequences together (row-major), one right after the other, each pair then a read of
-// the weights. Tokens per second at 8 rows over tokens per second at 1 row, per pair: the
+// sequences together (row-major), one right after the other (the one-row step first in
+// even pairs, second in odd ones), each pair then a read of the weights. Tokens per second at 8 rows over tokens per second at 1 row, per pair: the
 // VM's bandwidth swings by half from one second to the next, so two runs seconds apart
 // compare moments as much as batch sizes. Row 0 of the 8 is the lone sequence (same
 // prompt, same greedy tokens): its logits must equal the lone step's bit for bit.
@@ -682,6 +687,11 @@ bool batch_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
   for (const auto& sp : spans) bytes += sp.n;
   const at::ScalarType dt = ws[0].scalar_type();
   constexpr int64_t kRows = 8, kPrompt = 16, kBs = 16;
+  if (kPrompt + n > c.max_position_embeddings) {
+    std::printf("FAIL: --batch-pairs %d: the sequences would pass the model's %ld positions (at most %ld pairs)\n", n,
+                static_cast<long>(c.max_position_embeddings), static_cast<long>(c.max_position_embeddings - kPrompt));
+    return false;
+  }
   const int64_t per_row = (kPrompt + n + kBs - 1) / kBs + 1;
   model::KVCache one(c, per_row, kBs, dt, at::kCPU), eight(c, kRows * per_row, kBs, dt, at::kCPU);
   one.batch_invariant = eight.batch_invariant = true;
@@ -697,6 +707,10 @@ bool batch_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
   at::Tensor l8 = m->forward_cached(prompts, rows, eight, &pool);
   at::Tensor l1 = m->forward_cached(prompts.slice(0, 0, kPrompt), {model::CachedRow{0, kPrompt, &blocks[0]}}, one,
                                     &pool, &packed);
+  if (std::memcmp(l1.data_ptr(), l8.data_ptr(), static_cast<size_t>(l1.numel()) * sizeof(float)) != 0) {
+    std::printf("FAIL: batch pairs: the lone sequence's prefill logits differ from row 0's of the 8\n");
+    return false;
+  }
   std::printf("\n## Batch pairs (%s): a one-sequence decode step (decode layout) and an 8-sequence step (row-major) of "
               "Transformer::forward_cached, one right after the other, then a read of the weights (%.2f GB); medians "
               "of 12 pairs\n\n"
@@ -706,12 +720,21 @@ bool batch_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
   std::vector<double> t1s, t8s, ratios, reads, all;
   for (int i = 0; i < n; ++i) {
     const at::Tensor next = l8.argmax(-1);  // [8]: each row's greedy token
-    const double t0 = now_s();
-    l1 = m->forward_cached(next.slice(0, 0, 1), {model::CachedRow{kPrompt + i, 1, &blocks[0]}}, one, &pool, &packed);
-    const double t1 = now_s();
     for (int64_t r = 0; r < kRows; ++r) rows[r] = model::CachedRow{kPrompt + i, 1, &blocks[r]};
-    l8 = m->forward_cached(next, rows, eight, &pool);
-    const double t2 = now_s();
+    // The one-row step first in even pairs, the 8-row step first in odd ones.
+    double a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+    for (int which = 0; which < 2; ++which) {
+      if ((which == 0) == (i % 2 == 0)) {
+        a0 = now_s();
+        l1 = m->forward_cached(next.slice(0, 0, 1), {model::CachedRow{kPrompt + i, 1, &blocks[0]}}, one, &pool,
+                               &packed);
+        a1 = now_s();
+      } else {
+        b0 = now_s();
+        l8 = m->forward_cached(next, rows, eight, &pool);
+        b1 = now_s();
+      }
+    }
     reads.push_back(read_spans(spans, pool, 1));
     if (!std::isfinite(l8.max().item<float>()) ||
         std::memcmp(l1.data_ptr(), l8.data_ptr(), static_cast<size_t>(l1.numel()) * sizeof(float)) != 0) {
@@ -719,9 +742,9 @@ bool batch_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
                   "finite)\n", i);
       return false;
     }
-    t1s.push_back(t1 - t0);
-    t8s.push_back(t2 - t1);
-    ratios.push_back(kRows * (t1 - t0) / (t2 - t1));
+    t1s.push_back(a1 - a0);
+    t8s.push_back(b1 - b0);
+    ratios.push_back(kRows * (a1 - a0) / (b1 - b0));
     all.push_back(ratios.back());
     if (t1s.size() == 12 || i == n - 1) {
       const double a = median(t1s), b = median(t8s);

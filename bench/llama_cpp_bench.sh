@@ -203,6 +203,6 @@ for dt in dtypes:
         if not m:
             sys.exit(f"FAIL: decode_bench printed no {dt} batch pairs in round {r + 1} (its format changed?)")
         pairs.append((float(m[2]), float(m[3])))
-    print(f"ours {dt}: batch 8 / batch 1 tok/s in step pairs (the same moment), median (lowest pair) per round: " +
+    print(f"ours {dt}: batch 8 / batch 1 tok/s in batch pairs (the same moment), median (lowest pair) per round: " +
           " ".join(f"{a:.2f}x ({b:.2f}x)" for a, b in pairs))
 PY

@@ -223,6 +223,10 @@ TEST_P(RowLinear, PackedCopyGivesTheSameBitsOnEveryIsa) {
   for (int64_t K : {1, 7, 8, 16, 37, 48, 88, 300, 1030})
     for (int64_t O : {1, 3, 4, 6, 50, 131}) shapes.push_back(Shape{1, K, O, (K + O) % 2 == 0});
   shapes.push_back(Shape{1, 1024, 200, true});
+  // More than 64 groups in one call (the AVX-512 BF16 path runs groups 64 at a time; these
+  // are too small to be split over threads): a second batch, with and without a bias.
+  shapes.push_back(Shape{1, 40, 301, true});
+  shapes.push_back(Shape{1, 88, 1030, false});
   for (RowLinearIsa isa : supported_isas()) {
     ForcedIsa forced(isa);
     for (const Shape s : shapes) {
@@ -328,7 +332,8 @@ TEST_P(RowLinear, RowIsTheSameWhateverItIsBatchedWith) {
 // to 0x7fc0 (c10's rule). Ties both ways, a tie and a sum past bf16's largest value (to
 // infinity), NaNs of either sign, infinities. 12 cases over 30 columns (the AVX-512 BF16
 // path rounds 16 outputs at a time: a full block and a part), read from the decode layout
-// on every ISA, alone, on a pool and in one-unit pieces.
+// on every ISA (one call each: too few products to be split over threads). Then K = 2:
+// the product and the bias are summed in fp32 before the one rounding.
 TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
   struct Case {
     uint16_t w, b, want;
@@ -355,18 +360,23 @@ TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
     w.data_ptr<c10::BFloat16>()[o] = bits(c.w);
     b.data_ptr<c10::BFloat16>()[o] = bits(c.b);
   }
-  SpinPool pool(2);
   Packed p(w);
+  // x = (1, 1), w = (1, 2^-8), b = 2^-9: 1 + 3 * 2^-9 in fp32, which rounds up to 1 + 2^-7
+  // (0x3f81); rounding the product 1 + 2^-8 first (a tie, to 1) and then adding would not.
+  const at::Tensor x2 = at::ones({1, 2}, at::kBFloat16), b2 = at::empty({1}, at::kBFloat16);
+  at::Tensor w2 = at::empty({1, 2}, at::kBFloat16);
+  w2.data_ptr<c10::BFloat16>()[0] = bits(0x3f80);
+  w2.data_ptr<c10::BFloat16>()[1] = bits(0x3b80);
+  b2.data_ptr<c10::BFloat16>()[0] = bits(0x3b00);
+  Packed p2(w2);
   for (RowLinearIsa isa : supported_isas()) {
     ForcedIsa forced(isa);
-    for (int how = 0; how < 3; ++how) {
-      std::optional<OnePiecePerUnit> one;
-      if (how == 2) one.emplace();
-      const at::Tensor y = row_linear(x, w, b, how == 0 ? nullptr : &pool, &p.pw);
-      for (int64_t o = 0; o < O; ++o)
-        EXPECT_EQ(y.data_ptr<c10::BFloat16>()[o].x, cases[o % 12].want)
-            << row_linear_isa_name(isa) << " column " << o << " (case " << o % 12 << "), run " << how;
-    }
+    const at::Tensor y = row_linear(x, w, b, nullptr, &p.pw);
+    for (int64_t o = 0; o < O; ++o)
+      EXPECT_EQ(y.data_ptr<c10::BFloat16>()[o].x, cases[o % 12].want)
+          << row_linear_isa_name(isa) << " column " << o << " (case " << o % 12 << ")";
+    EXPECT_EQ(row_linear(x2, w2, b2, nullptr, &p2.pw).data_ptr<c10::BFloat16>()[0].x, 0x3f81)
+        << row_linear_isa_name(isa) << " K = 2";
   }
 }
 
