@@ -138,6 +138,15 @@ std::vector<int> ints(const std::string& k, const std::string& v) {
   return out;
 }
 
+// A count for --step-pairs / --batch-pairs: 0 (skip) to 100000.
+int count(const std::string& k, const std::string& v, const char* what) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 0 || n > 100000)
+    usage((k + " takes a count of " + what + ", 0 (skip) to 100000, got '" + v + "'").c_str());
+  return static_cast<int>(n);
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -157,22 +166,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--model") a.model = val();
     else if (k == "--prefill") a.prefill = std::atoi(val().c_str());
     else if (k == "--hugepages") a.hugepages = true;
-    else if (k == "--step-pairs") {
-      const std::string v = val();
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 0 || n > 100000)
-        usage(("--step-pairs takes a count of steps, 0 (skip) to 100000, got '" + v + "'").c_str());
-      a.step_pairs = static_cast<int>(n);
-    }
-    else if (k == "--batch-pairs") {
-      const std::string v = val();
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 0 || n > 100000)
-        usage(("--batch-pairs takes a count of pairs, 0 (skip) to 100000, got '" + v + "'").c_str());
-      a.batch_pairs = static_cast<int>(n);
-    }
+    else if (k == "--step-pairs") a.step_pairs = count(k, val(), "steps");
+    else if (k == "--batch-pairs") a.batch_pairs = count(k, val(), "pairs");
     else if (k == "--contexts") a.contexts = ints(k, val());
     else if (k == "--no-contexts") a.contexts.clear();
     else usage(("unknown argument " + k).c_str());
