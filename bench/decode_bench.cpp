@@ -42,7 +42,8 @@
 //    regions; row_linear.h set_decode_warm_bytes), the same bits again.
 // 5. Batch pairs (--batch-pairs N, default 24, after the step pairs): N pairs of one
 //    one-sequence step (decode layout) and one 8-sequence step (row-major) of
-//    Transformer::forward_cached, back to back, each pair then a read of the weights:
+//    Transformer::forward_cached, back to back (their order alternating), each pair then
+//    a read of the weights:
 //    8 rows' tokens/s over 1 row's per pair (the engine runs of section 3 time the two
 //    batch sizes seconds apart, at different moments of the VM's bandwidth). Row 0 of
 //    the 8 is the lone sequence: its logits must equal the lone step's bit for bit.
@@ -669,9 +670,10 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
 // n pairs of decode steps of Transformer::forward_cached at the same moment: one sequence
 // alone (the decode layout, as the engine's one-sequence steps read the weights) and 8
 // sequences together (row-major), one right after the other (the one-row step first in
-// even pairs, second in odd ones), each pair then a read of the weights. Tokens per second at 8 rows over tokens per second at 1 row, per pair: the
-// VM's bandwidth swings by half from one second to the next, so two runs seconds apart
-// compare moments as much as batch sizes. Row 0 of the 8 is the lone sequence (same
+// even pairs, second in odd ones), each pair then a read of the weights. Tokens per
+// second at 8 rows over tokens per second at 1 row, per pair: the VM's bandwidth swings
+// by half from one second to the next, so two runs seconds apart compare moments as
+// much as batch sizes. Row 0 of the 8 is the lone sequence (same
 // prompt, same greedy tokens): its logits must equal the lone step's bit for bit.
 bool batch_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
   at::NoGradGuard ng;
