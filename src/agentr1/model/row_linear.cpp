@@ -184,6 +184,28 @@ inline void fetch_ahead(Ahead& ahead, int n) {
   }
 }
 
+// The next tile's first C columns as prefetch bases (tiles of kColumnFetchRows rows or
+// more): column j at j * row_bytes from ahead.p while ahead's range holds it, else the
+// range's first column, else (no range) the tile's own column j, a line it reads anyway.
+// fetch(o) hints the line at byte o of each (o below row_bytes: inside its column).
+constexpr int kColumnFetchRows = 8;
+template <int C>
+struct ColumnAhead {
+  const char* c[C] = {};
+  ColumnAhead() = default;
+  ColumnAhead(const Ahead& ahead, const void* own, int64_t row_bytes) {
+    const int64_t have = ahead.p == nullptr ? 0 : (ahead.end - ahead.p) / row_bytes;
+    for (int j = 0; j < C; ++j)
+      c[j] = j < have ? ahead.p + j * row_bytes
+             : have > 0 ? ahead.p
+                        : static_cast<const char*>(own) + j * row_bytes;
+  }
+  inline void fetch(int64_t o) const {
+#pragma GCC unroll 16
+    for (int j = 0; j < C; ++j) _mm_prefetch(c[j] + o, _MM_HINT_T1);
+  }
+};
+
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const c10::BFloat16* p) {  // bf16 -> fp32: the 16 bits moved up, exact
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -415,12 +437,29 @@ inline __m512 load_pair(const c10::Half* a, const c10::Half* b) {
 // r * 2P + c: register c / 2, half c % 2): the AVX-512 and AVX-512 BF16 tiles.
 template <int R, int P, typename W>
 inline void finish_pair_tile(const __m512 (&acc)[R][P], const float* x, const W* w, int64_t K, float* out) {
-  finish_tile<R, 2 * P>(
-      [&](int i) {
-        const __m512 a = acc[i / (2 * P)][(i % (2 * P)) / 2];
-        return (i % 2) == 0 ? _mm512_castps512_ps256(a) : _mm512_extractf32x8_ps(a, 1);
-      },
-      x, w, K, out);
+  // finish_tile's steps with its lane sets taken from the registers directly (GCC had
+  // left the lambda that returned them a call per lane set: ~7% of the 8-row bf16
+  // tiles' time in the cache): outputs 4q..4q+3 are registers 2q and 2q + 1 (in row
+  // order), each low half then high half.
+  constexpr int n = R * P;  // registers
+  const int64_t K8 = K - K % kLanes;
+  alignas(16) float sums[((2 * n + 3) / 4) * 4];
+#pragma GCC unroll 16
+  for (int q = 0; q < n; q += 2) {
+    const __m512 a = acc[q / P][q % P];
+    const __m512 b = q + 1 < n ? acc[(q + 1) / P][(q + 1) % P] : _mm512_setzero_ps();
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)),
+                                    _mm256_hadd_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1)));
+    _mm_store_ps(sums + 2 * q, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int c = 0; c < 2 * P; ++c) {
+      float s = sums[r * 2 * P + c];
+      for (int64_t k = K8; k < K; ++k) s = std::fma(x[r * K + k], widen(w[c * K + k]), s);
+      out[r * 2 * P + c] = s;
+    }
 }
 // finish_pair_tile of one row for a group in the decode layout.
 template <int P, typename W>
@@ -673,9 +712,22 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
   // pair and 16 k builds the interleaved pair from two columns' lines (the same
   // registers as the 16-k step below, so the same instructions on the same operands in
   // the same order: the same bits), half the shuffles and loads of two 16-k steps.
+  //
+  // Tiles of kColumnFetchRows rows or more fetch the next tile as they read their own:
+  // each 32-k step one line of each of the next tile's 2P columns at the same k (T1), so
+  // that the next tile streams in at the pace this one reads, with no cursor, branch or
+  // store in the loop (fetch_ahead's). With this, finish_pair_tile's lane sets in
+  // registers and columns()' rounding 16 at a time, the 8-row bf16 decode step at this
+  // VM's ~82 GB/s moments went from 28-32 ms to 25.2-25.7 ms (bench/README.md session
+  // 21); at ~50 GB/s moments it is bound by the memory either way.
   int64_t k = 0;
+  ColumnAhead<2 * P> next;
+  if constexpr (R >= kColumnFetchRows) next = ColumnAhead<2 * P>(ahead, wq, K * static_cast<int64_t>(sizeof(uint16_t)));
   for (; k + 32 <= K16; k += 32) {
-    fetch_ahead<R>(ahead, 4 * ahead.per_step);
+    if constexpr (R >= kColumnFetchRows)
+      next.fetch(k * static_cast<int64_t>(sizeof(uint16_t)));
+    else
+      fetch_ahead<R>(ahead, 4 * ahead.per_step);
     __m512i hi[P];
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
@@ -925,7 +977,9 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
             for (; o + cw <= c1; o += cw) {
               Ahead a = ahead_of(o, cw, first);
               fn(xq + r * Kp, Kp, x + r * K, w + o * K, K, tile, a);
-              store(r, rr, o, cw);
+              // store()'s steps 16 at a time (the same bits; c10's scalar rounding per
+              // output was ~9% of the 8-row tiles' time with the weights in the cache)
+              for (int i = 0; i < rr; ++i) round_to_bf16(tile + i * cw, b == nullptr ? nullptr : b + o, y + (r + i) * O + o, cw);
             }
             if (o < c1) {
               const int cc = static_cast<int>(c1 - o);

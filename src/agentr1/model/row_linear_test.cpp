@@ -332,8 +332,9 @@ TEST_P(RowLinear, RowIsTheSameWhateverItIsBatchedWith) {
 // to 0x7fc0 (c10's rule). Ties both ways, a tie and a sum past bf16's largest value (to
 // infinity), NaNs of either sign, infinities. 12 cases over 30 columns (the AVX-512 BF16
 // path rounds 16 outputs at a time: a full block and a part), read from the decode layout
-// on every ISA (one call each: too few products to be split over threads). Then K = 2:
-// the product and the bias are summed in fp32 before the one rounding.
+// on every ISA (one call each: too few products to be split over threads), and row-major
+// on 3, 8 and 11 rows. Then K = 2: the product and the bias are summed in fp32 before the
+// one rounding.
 TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
   struct Case {
     uint16_t w, b, want;
@@ -377,6 +378,19 @@ TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
           << row_linear_isa_name(isa) << " column " << o << " (case " << o % 12 << ")";
     EXPECT_EQ(row_linear(x2, w2, b2, nullptr, &p2.pw).data_ptr<c10::BFloat16>()[0].x, 0x3f81)
         << row_linear_isa_name(isa) << " K = 2";
+    // Several rows read the weights row-major (the 8-row tiles and the 1-7-row tails):
+    // every row rounds the same way.
+    for (int64_t n : {3, 8, 11}) {
+      const at::Tensor yn = row_linear(at::ones({n, 1}, at::kBFloat16), w, b);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t o = 0; o < O; ++o)
+          EXPECT_EQ(yn.data_ptr<c10::BFloat16>()[r * O + o].x, cases[o % 12].want)
+              << row_linear_isa_name(isa) << " " << n << " rows: row " << r << " column " << o << " (case " << o % 12
+              << ")";
+      const at::Tensor y2 = row_linear(at::ones({n, 2}, at::kBFloat16), w2, b2);
+      for (int64_t r = 0; r < n; ++r)
+        EXPECT_EQ(y2.data_ptr<c10::BFloat16>()[r].x, 0x3f81) << row_linear_isa_name(isa) << " K = 2, " << n << " rows";
+    }
   }
 }
 
