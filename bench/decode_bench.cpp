@@ -375,6 +375,58 @@ double read_spans(const std::vector<Span>& spans, model::SpinPool& pool, int pas
   return dt;
 }
 
+// read_spans with each region (spans [ends[i-1], ends[i])) split as one engine call
+// splits it: its bytes cut evenly into threads() ranges, range 0 to helper 1, range t to
+// helper t + 1, the last to the caller (SpinPool::parallel_chunks' order), so that each
+// thread reads the bytes the step gave it. Why: which core reads which bytes matters at
+// this VM's fast moments. A read of the 311 MB head whose halves the threads had swapped
+// since the engine's product before it reached 66-72 GB/s where the same read on the
+// product's split reached 81-87 GB/s, seconds apart (bench/README.md, session 21); a read
+// split as read_spans does (the caller the first half of all the bytes) leaves the step's
+// fraction of it too high.
+double read_regions(const std::vector<Span>& spans, const std::vector<size_t>& ends, model::SpinPool& pool,
+                    int passes) {
+  const int threads = pool.threads();
+  std::vector<uint64_t> part(static_cast<size_t>(threads));
+#if defined(__x86_64__) && defined(__GNUC__)
+  const bool avx2 = __builtin_cpu_supports("avx2");
+#else
+  const bool avx2 = false;
+#endif
+  const std::function<void(int64_t, int64_t)> job = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const size_t range = static_cast<size_t>((t + threads - 1) % threads);  // parallel_chunks' own range
+      uint64_t s = 0;
+      size_t first = 0;
+      for (size_t end : ends) {
+        size_t total = 0;
+        for (size_t i = first; i < end; ++i) total += spans[i].n;
+        const size_t b = total * range / static_cast<size_t>(threads), e = total * (range + 1) / static_cast<size_t>(threads);
+        size_t at = 0;
+        for (size_t i = first; i < end; ++i) {
+          const Span& sp = spans[i];
+          const size_t lo = std::max(b, at), hi = std::min(e, at + sp.n);
+          if (lo < hi) {
+#if defined(__x86_64__) && defined(__GNUC__)
+            s += avx2 ? sum_bytes_avx2(sp.p + (lo - at), hi - lo) : sum_bytes_plain(sp.p + (lo - at), hi - lo);
+#else
+            s += sum_bytes_plain(sp.p + (lo - at), hi - lo);
+#endif
+          }
+          at += sp.n;
+        }
+        first = end;
+      }
+      part[static_cast<size_t>(t)] += s;
+    }
+  };
+  const double t0 = now_s();
+  for (int i = 0; i < passes; ++i) pool.parallel_for(threads, job);
+  const double dt = now_s() - t0;
+  for (uint64_t v : part) g_sink += v;
+  return dt;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -587,6 +639,22 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
   // as the engine's one-sequence steps do), in a second cache: its logits must equal the
   // row-major step's bit for bit (checked every step).
   const model::DecodeLayout packed(m->decode_weights(), &pool);
+  // The copies the decode-layout step reads, in its regions (per layer q/k/v, o,
+  // gate/up, down; then the head), for a read on the step's own split (read_regions).
+  std::vector<Span> copies;
+  std::vector<size_t> regions;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const model::detail::PackedWeight* pw = packed.find(ws[i]);
+    if (pw == nullptr) {
+      std::printf("FAIL: step pairs: weight %zu has no copy in the decode layout\n", i);
+      return false;
+    }
+    copies.push_back({static_cast<const char*>(pw->data),
+                      static_cast<size_t>(model::detail::packed_weight_elems(pw->O, pw->K, pw->dtype)) *
+                          static_cast<size_t>(ws[i].element_size())});
+    const size_t in_layer = i % 7;
+    if (i + 1 == ws.size() || in_layer == 2 || in_layer == 3 || in_layer == 5 || in_layer == 6) regions.push_back(i + 1);
+  }
   model::KVCache cache_p(c, cache.n_blocks(), bs, dt, at::kCPU);
   cache_p.batch_invariant = true;
   (void)m->forward_cached(prompt_ids, {model::CachedRow{0, prompt, &blocks}}, cache_p, &pool, &packed);
@@ -601,11 +669,14 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
               "of 12 steps; the decode-layout step also without the gap warm\n\n"
               "| read GB/s | step ms | of read | products ms | of read | step - products ms | packed step ms | of read "
               "| packed products ms | of read | packed step - products ms | packed / row-major step "
-              "| packed step, no warm, of read | no warm / warm step |\n"
-              "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+              "| packed step, no warm, of read | no warm / warm step | read of the copies on the step's split GB/s "
+              "| packed step of it | packed products of it |\n"
+              "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
               dt == at::kFloat ? "fp32" : "bf16", static_cast<double>(packed.bytes()) / 1e9,
               static_cast<double>(bytes) / 1e9);
-  std::vector<double> te, tp, tr, tpe, tpp, speed, tpn, warm_gain;
+  std::vector<double> te, tp, tr, tpe, tpp, speed, tpn, warm_gain, trm;
+  size_t copy_bytes = 0;
+  for (const auto& sp : copies) copy_bytes += sp.n;
   for (int i = 0; i < n; ++i) {
     const at::Tensor id = at::full({1}, tok, lopts);
     const double t0 = now_s();
@@ -623,6 +694,7 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
     const double t5 = now_s();
     model::detail::set_decode_warm_bytes(-1);
     tr.push_back(read_spans(spans, pool, 1));
+    trm.push_back(read_regions(copies, regions, pool, 1));
     tok = logits.argmax(-1).item<int64_t>();
     te.push_back(t1 - t0);
     tp.push_back(t2 - t1);
@@ -646,11 +718,13 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
     }
     if (te.size() == 12 || i == n - 1) {
       const double e = median(te), p = median(tp), r = median(tr), pe = median(tpe), pp = median(tpp);
+      const double rm = median(trm);
       std::printf("| %.1f | %.2f | %.0f%% | %.2f | %.0f%% | %.2f | %.2f | %.0f%% | %.2f | %.0f%% | %.2f | %.2fx | %.0f%% "
-                  "| %.3fx |\n",
+                  "| %.3fx | %.1f | %.0f%% | %.0f%% |\n",
                   static_cast<double>(bytes) / r / 1e9, e * 1e3, 100.0 * r / e, p * 1e3, 100.0 * r / p, (e - p) * 1e3,
                   pe * 1e3, 100.0 * r / pe, pp * 1e3, 100.0 * r / pp, (pe - pp) * 1e3, median(speed),
-                  100.0 * r / median(tpn), median(warm_gain));
+                  100.0 * r / median(tpn), median(warm_gain), static_cast<double>(copy_bytes) / rm / 1e9,
+                  100.0 * rm / pe, 100.0 * rm / pp);
       std::fflush(stdout);
       te.clear();
       tp.clear();
@@ -660,6 +734,7 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
       speed.clear();
       tpn.clear();
       warm_gain.clear();
+      trm.clear();
     }
   }
   return true;
