@@ -39,7 +39,10 @@
 //    (model::DecodeLayout), whose logits must equal the row-major step's bit for bit,
 //    and the decode-layout step again with the gap warm off (SpinPool::warm: helper 1
 //    reads the next region's front while the caller runs the norms and attention between
-//    regions; row_linear.h set_decode_warm_bytes), the same bits again.
+//    regions; row_linear.h set_decode_warm_bytes), the same bits again. Since session
+//    21 the copies are also read on the step's own split (read_regions: each region's
+//    front by helper 1, its back by the caller), and the decode-layout step and
+//    products are printed as fractions of that read too.
 // 5. Batch pairs (--batch-pairs N, default 24, after the step pairs): N pairs of one
 //    one-sequence step (decode layout) and one 8-sequence step (row-major) of
 //    Transformer::forward_cached, back to back (their order alternating), each pair then
