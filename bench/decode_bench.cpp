@@ -386,11 +386,13 @@ double read_spans(const std::vector<Span>& spans, model::SpinPool& pool, int pas
 // since the engine's product before it reached 66-72 GB/s where the same read on the
 // product's split reached 81-87 GB/s, seconds apart (bench/README.md, session 21); a read
 // split as read_spans does (the caller the first half of all the bytes) leaves the step's
-// fraction of it too high.
+// fraction of it too high. Returns -1 (after a FAIL line) if the threads' ranges did not
+// cover every byte exactly once.
 double read_regions(const std::vector<Span>& spans, const std::vector<size_t>& ends, model::SpinPool& pool,
                     int passes) {
   const int threads = pool.threads();
   std::vector<uint64_t> part(static_cast<size_t>(threads));
+  std::vector<size_t> got(static_cast<size_t>(threads));
 #if defined(__x86_64__) && defined(__GNUC__)
   const bool avx2 = __builtin_cpu_supports("avx2");
 #else
@@ -398,6 +400,7 @@ double read_regions(const std::vector<Span>& spans, const std::vector<size_t>& e
 #endif
   const std::function<void(int64_t, int64_t)> job = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
+      got[static_cast<size_t>(t)] = 0;
       const size_t range = static_cast<size_t>((t + threads - 1) % threads);  // parallel_chunks' own range
       uint64_t s = 0;
       size_t first = 0;
@@ -410,6 +413,7 @@ double read_regions(const std::vector<Span>& spans, const std::vector<size_t>& e
           const Span& sp = spans[i];
           const size_t lo = std::max(b, at), hi = std::min(e, at + sp.n);
           if (lo < hi) {
+            got[static_cast<size_t>(t)] += hi - lo;
 #if defined(__x86_64__) && defined(__GNUC__)
             s += avx2 ? sum_bytes_avx2(sp.p + (lo - at), hi - lo) : sum_bytes_plain(sp.p + (lo - at), hi - lo);
 #else
@@ -427,6 +431,14 @@ double read_regions(const std::vector<Span>& spans, const std::vector<size_t>& e
   for (int i = 0; i < passes; ++i) pool.parallel_for(threads, job);
   const double dt = now_s() - t0;
   for (uint64_t v : part) g_sink += v;
+  size_t want = 0, have = 0;
+  for (const auto& sp : spans) want += sp.n;
+  for (size_t v : got) have += v;
+  if (have != want || ends.empty() || ends.back() != spans.size()) {
+    std::printf("FAIL: read_regions read %zu bytes of %zu (regions ending at span %zu of %zu)\n", have, want,
+                ends.empty() ? size_t{0} : ends.back(), spans.size());
+    return -1.0;
+  }
   return dt;
 }
 
@@ -698,6 +710,7 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
     model::detail::set_decode_warm_bytes(-1);
     tr.push_back(read_spans(spans, pool, 1));
     trm.push_back(read_regions(copies, regions, pool, 1));
+    if (trm.back() < 0) return false;
     tok = logits.argmax(-1).item<int64_t>();
     te.push_back(t1 - t0);
     tp.push_back(t2 - t1);

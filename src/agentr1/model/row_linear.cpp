@@ -186,8 +186,10 @@ inline void fetch_ahead(Ahead& ahead, int n) {
 
 // The next tile's first C columns as prefetch bases (tiles of kColumnFetchRows rows or
 // more): column j at j * row_bytes from ahead.p while ahead's range holds it, else the
-// range's first column, else (no range) the tile's own column j, a line it reads anyway.
-// fetch(o) hints the line at byte o of each (o below row_bytes: inside its column).
+// range's first column, else (no range: the prefetch switch off, or a later row group
+// whose columns an earlier one fetched) the tile's own column j, whose line at o the
+// tile loads in the same step: nothing is fetched ahead. fetch(o) hints the line at
+// byte o of each (o below row_bytes: inside its column).
 constexpr int kColumnFetchRows = 8;
 template <int C>
 struct ColumnAhead {
@@ -739,7 +741,7 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
     step(hi, k + 16);
   }
   for (; k < K16; k += 16) {
-    fetch_ahead<R>(ahead, 2 * ahead.per_step);
+    if constexpr (R < kColumnFetchRows) fetch_ahead<R>(ahead, 2 * ahead.per_step);
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
       const __m512i raw = _mm512_inserti64x4(

@@ -364,11 +364,15 @@ TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
   Packed p(w);
   // x = (1, 1), w = (1, 2^-8), b = 2^-9: 1 + 3 * 2^-9 in fp32, which rounds up to 1 + 2^-7
   // (0x3f81); rounding the product 1 + 2^-8 first (a tie, to 1) and then adding would not.
-  const at::Tensor x2 = at::ones({1, 2}, at::kBFloat16), b2 = at::empty({1}, at::kBFloat16);
-  at::Tensor w2 = at::empty({1, 2}, at::kBFloat16);
-  w2.data_ptr<c10::BFloat16>()[0] = bits(0x3f80);
-  w2.data_ptr<c10::BFloat16>()[1] = bits(0x3b80);
-  b2.data_ptr<c10::BFloat16>()[0] = bits(0x3b00);
+  // 16 such columns: whole tiles of every width, rounded by the 16-at-a-time stores.
+  constexpr int64_t O2 = 16;
+  const at::Tensor x2 = at::ones({1, 2}, at::kBFloat16);
+  at::Tensor w2 = at::empty({O2, 2}, at::kBFloat16), b2 = at::empty({O2}, at::kBFloat16);
+  for (int64_t o = 0; o < O2; ++o) {
+    w2.data_ptr<c10::BFloat16>()[2 * o] = bits(0x3f80);
+    w2.data_ptr<c10::BFloat16>()[2 * o + 1] = bits(0x3b80);
+    b2.data_ptr<c10::BFloat16>()[o] = bits(0x3b00);
+  }
   Packed p2(w2);
   for (RowLinearIsa isa : supported_isas()) {
     ForcedIsa forced(isa);
@@ -376,8 +380,9 @@ TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
     for (int64_t o = 0; o < O; ++o)
       EXPECT_EQ(y.data_ptr<c10::BFloat16>()[o].x, cases[o % 12].want)
           << row_linear_isa_name(isa) << " column " << o << " (case " << o % 12 << ")";
-    EXPECT_EQ(row_linear(x2, w2, b2, nullptr, &p2.pw).data_ptr<c10::BFloat16>()[0].x, 0x3f81)
-        << row_linear_isa_name(isa) << " K = 2";
+    const at::Tensor y1 = row_linear(x2, w2, b2, nullptr, &p2.pw);
+    for (int64_t o = 0; o < O2; ++o)
+      EXPECT_EQ(y1.data_ptr<c10::BFloat16>()[o].x, 0x3f81) << row_linear_isa_name(isa) << " K = 2, column " << o;
     // Several rows read the weights row-major (the 8-row tiles and the 1-7-row tails):
     // every row rounds the same way.
     for (int64_t n : {3, 8, 11}) {
@@ -388,8 +393,9 @@ TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
               << row_linear_isa_name(isa) << " " << n << " rows: row " << r << " column " << o << " (case " << o % 12
               << ")";
       const at::Tensor y2 = row_linear(at::ones({n, 2}, at::kBFloat16), w2, b2);
-      for (int64_t r = 0; r < n; ++r)
-        EXPECT_EQ(y2.data_ptr<c10::BFloat16>()[r].x, 0x3f81) << row_linear_isa_name(isa) << " K = 2, " << n << " rows";
+      for (int64_t i = 0; i < n * O2; ++i)
+        EXPECT_EQ(y2.data_ptr<c10::BFloat16>()[i].x, 0x3f81)
+            << row_linear_isa_name(isa) << " K = 2, " << n << " rows: row " << i / O2 << " column " << i % O2;
     }
   }
 }
