@@ -336,6 +336,16 @@ uint64_t sum_bytes_plain(const char* p, size_t n) {
   return s;
 }
 
+// sum_bytes_avx2 where the CPU has AVX2, else sum_bytes_plain.
+uint64_t sum_bytes(const char* p, size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2 ? sum_bytes_avx2(p, n) : sum_bytes_plain(p, n);
+#else
+  return sum_bytes_plain(p, n);
+#endif
+}
+
 uint64_t g_sink = 0;  // keeps the sums alive
 
 // Seconds to read every span `passes` times with the pool's threads, the bytes split
@@ -346,11 +356,6 @@ double read_spans(const std::vector<Span>& spans, model::SpinPool& pool, int pas
   for (const auto& s : spans) total += s.n;
   const int threads = pool.threads();
   std::vector<uint64_t> part(static_cast<size_t>(threads));
-#if defined(__x86_64__) && defined(__GNUC__)
-  const bool avx2 = __builtin_cpu_supports("avx2");
-#else
-  const bool avx2 = false;
-#endif
   const std::function<void(int64_t, int64_t)> job = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const size_t b = total * static_cast<size_t>(t) / threads, e = total * static_cast<size_t>(t + 1) / threads;
@@ -360,11 +365,7 @@ double read_spans(const std::vector<Span>& spans, model::SpinPool& pool, int pas
         const size_t lo = std::max(b, at), hi = std::min(e, at + sp.n);
         if (lo < hi) {
           const char* q = sp.p + (lo - at);
-#if defined(__x86_64__) && defined(__GNUC__)
-          s += avx2 ? sum_bytes_avx2(q, hi - lo) : sum_bytes_plain(q, hi - lo);
-#else
-          s += sum_bytes_plain(q, hi - lo);
-#endif
+          s += sum_bytes(q, hi - lo);
         }
         at += sp.n;
       }
@@ -384,20 +385,16 @@ double read_spans(const std::vector<Span>& spans, model::SpinPool& pool, int pas
 // thread reads the bytes the step gave it. Why: which core reads which bytes matters at
 // this VM's fast moments. A read of the 311 MB head whose halves the threads had swapped
 // since the engine's product before it reached 66-72 GB/s where the same read on the
-// product's split reached 81-87 GB/s, seconds apart (bench/README.md, session 21); a read
-// split as read_spans does (the caller the first half of all the bytes) leaves the step's
-// fraction of it too high. Returns -1 (after a FAIL line) if the threads' ranges did not
-// cover every byte exactly once.
+// product's split reached 81-87 GB/s, seconds apart (bench/README.md, session 21). A read
+// split as read_spans splits (the caller the first half of all the bytes) could make
+// the step's fraction of it too high; in the step pairs at ~82 GB/s the two measured the
+// same (80-83 and 81-84 GB/s). Returns -1 (after a FAIL line) if the threads' ranges did
+// not cover every byte exactly once.
 double read_regions(const std::vector<Span>& spans, const std::vector<size_t>& ends, model::SpinPool& pool,
                     int passes) {
   const int threads = pool.threads();
   std::vector<uint64_t> part(static_cast<size_t>(threads));
   std::vector<size_t> got(static_cast<size_t>(threads));
-#if defined(__x86_64__) && defined(__GNUC__)
-  const bool avx2 = __builtin_cpu_supports("avx2");
-#else
-  const bool avx2 = false;
-#endif
   const std::function<void(int64_t, int64_t)> job = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       got[static_cast<size_t>(t)] = 0;
@@ -414,11 +411,7 @@ double read_regions(const std::vector<Span>& spans, const std::vector<size_t>& e
           const size_t lo = std::max(b, at), hi = std::min(e, at + sp.n);
           if (lo < hi) {
             got[static_cast<size_t>(t)] += hi - lo;
-#if defined(__x86_64__) && defined(__GNUC__)
-            s += avx2 ? sum_bytes_avx2(sp.p + (lo - at), hi - lo) : sum_bytes_plain(sp.p + (lo - at), hi - lo);
-#else
-            s += sum_bytes_plain(sp.p + (lo - at), hi - lo);
-#endif
+            s += sum_bytes(sp.p + (lo - at), hi - lo);
           }
           at += sp.n;
         }
