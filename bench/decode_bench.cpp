@@ -77,6 +77,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agentr1/core/log.h"
@@ -467,9 +468,12 @@ std::vector<at::Tensor> step_weights(const model::ModelConfig& c, at::ScalarType
   return ws;
 }
 
+// A layer's seven weights (q, k, v, o, gate, up, down) as the engine's regions: (first,
+// count) per region, q/k/v in one and gate/up in one.
+constexpr std::pair<size_t, size_t> kLayerRegions[] = {{0, 3}, {3, 1}, {4, 2}, {6, 1}};
+
 // The products of one step at N rows (inputs of the right widths, reused), grouped as
-// the engine runs them: per layer q/k/v in one region, o, gate/up in one, down; then
-// the head.
+// the engine runs them: per layer kLayerRegions; then the head.
 double step_products(const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& xs, model::SpinPool& pool,
                      const model::DecodeLayout* packed = nullptr) {
   auto copies = [&](const std::vector<at::Tensor>& group) {
@@ -483,7 +487,7 @@ double step_products(const std::vector<at::Tensor>& ws, const std::vector<at::Te
   const double t0 = now_s();
   size_t i = 0;
   for (; i + 7 <= ws.size(); i += 7) {
-    for (const auto& [first, count] : {std::pair<size_t, size_t>{0, 3}, {3, 1}, {4, 2}, {6, 1}}) {
+    for (const auto& [first, count] : kLayerRegions) {
       const std::vector<at::Tensor> group(ws.begin() + static_cast<long>(i + first),
                                           ws.begin() + static_cast<long>(i + first + count));
       const std::vector<at::Tensor> ys =
@@ -647,10 +651,13 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
   // as the engine's one-sequence steps do), in a second cache: its logits must equal the
   // row-major step's bit for bit (checked every step).
   const model::DecodeLayout packed(m->decode_weights(), &pool);
-  // The copies the decode-layout step reads, in its regions (per layer q/k/v, o,
-  // gate/up, down; then the head), for a read on the step's own split (read_regions).
+  // The copies the decode-layout step reads, in its regions (per layer kLayerRegions;
+  // then the head), for a read on the step's own split (read_regions).
   std::vector<Span> copies;
   std::vector<size_t> regions;
+  for (size_t l = 0; l + 7 <= ws.size(); l += 7)
+    for (const auto& [first, count] : kLayerRegions) regions.push_back(l + first + count);
+  regions.push_back(ws.size());
   for (size_t i = 0; i < ws.size(); ++i) {
     const model::detail::PackedWeight* pw = packed.find(ws[i]);
     if (pw == nullptr) {
@@ -660,8 +667,6 @@ bool step_pairs(model::Transformer& m, int n, model::SpinPool& pool) {
     copies.push_back({static_cast<const char*>(pw->data),
                       static_cast<size_t>(model::detail::packed_weight_elems(pw->O, pw->K, pw->dtype)) *
                           static_cast<size_t>(ws[i].element_size())});
-    const size_t in_layer = i % 7;
-    if (i + 1 == ws.size() || in_layer == 2 || in_layer == 3 || in_layer == 5 || in_layer == 6) regions.push_back(i + 1);
   }
   model::KVCache cache_p(c, cache.n_blocks(), bs, dt, at::kCPU);
   cache_p.batch_invariant = true;
