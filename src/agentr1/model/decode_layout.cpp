@@ -45,8 +45,11 @@ void DecodeLayout::repack(SpinPool* pool) {
                       << w.sizes() << " " << w.scalar_type() << ", packed [" << e.packed.O << ", " << e.packed.K
                       << "] " << e.packed.dtype << "); build a new DecodeLayout for the new model");
     uint8_t* dst = base + e.offset;
-    detail::pack_weight(w, dst, pool);
-    e.packed = detail::PackedWeight{dst, w.size(0), w.size(1), w.scalar_type(), w.data_ptr(), nullptr, 0, nullptr};
+    // In the order this machine's one-row kernels read (row_linear.h: kDpPairs for bf16
+    // with AVX-512 BF16); under an ISA forced later, row_linear reads w instead.
+    const detail::PackOrder order = detail::pack_order_for(w.scalar_type(), detail::row_linear_isa());
+    detail::pack_weight(w, dst, pool, order);
+    e.packed = detail::PackedWeight{dst, w.size(0), w.size(1), w.scalar_type(), w.data_ptr(), nullptr, 0, nullptr, order};
     e.version = w._version();
   }
   // Decode order is the arena's (decode_weights: per layer q, k, v, o, gate, up, down,

@@ -759,78 +759,98 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
   finish_pair_tile<R, P>(acc, x, w, K, out);
 }
 
-// One row x one group of the decode layout: tile_dp<1, P>'s pairs (0, 1) and (2, 3) (the
-// same vdpbf16ps per accumulator on the same operands in the same order: a 32-k step
-// reads the group's four lines, which lie side by side here).
-inline __attribute__((always_inline)) void group_dp(const uint16_t* xq, const float* x, PackedCols<c10::BFloat16> w,
-                                                    int64_t K, float* out) {
+// Words k..k+15 of two columns' lines: a's in the low 256 bits, b's in the high.
+inline __m512i join_lines(const c10::BFloat16* a, const c10::BFloat16* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
+}
+
+// One row x one group of a copy in kDpPairs order: tile_dp<1, P>'s pairs (0, 1) and (2, 3)
+// (the same vdpbf16ps per accumulator on the same operands in the same order). A 32-k
+// step's four lines hold the operands as the instruction takes them (pack_weight), so
+// the step is two x broadcasts and four dot products straight from memory; the lines of
+// k >= 32J are in kLines order and take tile_dp's tail steps. Returns the four columns'
+// sums (finish_pair_group<2>'s steps written out: lane sets acc[0] low, high, acc[1]
+// low, high), the scalar k >= K8 steps included.
+inline __attribute__((always_inline)) __m128 group_dpp(const uint16_t* xq, const float* x,
+                                                       PackedCols<c10::BFloat16> w, int64_t K) {
   static_assert(kPackCols == 4, "two column pairs");
   const int64_t K8 = K - K % kLanes, K16 = K8 - K8 % 16;
-  const __m512i idx = dp_interleave();
-  const __m512i idx_lo = dp_interleave2(kInterleaveLo), idx_hi = dp_interleave2(kInterleaveHi);
   const uint16_t* p = reinterpret_cast<const uint16_t*>(w.g);
-  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-  __m512 c0 = acc[0], c1 = acc[1];
+  __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 32 <= K16; k += 32, p += 4 * 32) {
     const __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k)));
     const __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k + 16)));
-    const __m512i a0 = _mm512_load_si512(p), b0 = _mm512_load_si512(p + 32);
-    const __m512i a1 = _mm512_load_si512(p + 64), b1 = _mm512_load_si512(p + 96);
-    c0 = _mm512_dpbf16_ps(c0, (__m512bh)xlo, (__m512bh)_mm512_permutex2var_epi16(a0, idx_lo, b0));
-    c1 = _mm512_dpbf16_ps(c1, (__m512bh)xlo, (__m512bh)_mm512_permutex2var_epi16(a1, idx_lo, b1));
-    c0 = _mm512_dpbf16_ps(c0, (__m512bh)xhi, (__m512bh)_mm512_permutex2var_epi16(a0, idx_hi, b0));
-    c1 = _mm512_dpbf16_ps(c1, (__m512bh)xhi, (__m512bh)_mm512_permutex2var_epi16(a1, idx_hi, b1));
+    c0 = _mm512_dpbf16_ps(c0, (__m512bh)xlo, (__m512bh)_mm512_load_si512(p));
+    c1 = _mm512_dpbf16_ps(c1, (__m512bh)xlo, (__m512bh)_mm512_load_si512(p + 32));
+    c0 = _mm512_dpbf16_ps(c0, (__m512bh)xhi, (__m512bh)_mm512_load_si512(p + 64));
+    c1 = _mm512_dpbf16_ps(c1, (__m512bh)xhi, (__m512bh)_mm512_load_si512(p + 96));
   }
-  acc[0] = c0;
-  acc[1] = c1;
-  for (int q = 0; q < 2; ++q) {
-    for (int64_t k2 = k; k2 < K16; k2 += 16) {
-      const __m512i raw = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.at(2 * q, k2)))),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.at(2 * q + 1, k2))), 1);
-      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k2)));
-      acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)xv, (__m512bh)_mm512_permutexvar_epi16(idx, raw));
+  if (k < K8) {  // the kLines tail: a 16-step, a lone 8-step (K = 1024, 2048, 3072: none)
+    const __m512i idx = dp_interleave();
+    for (; k < K16; k += 16) {
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k)));
+      c0 = _mm512_dpbf16_ps(c0, (__m512bh)xv, (__m512bh)_mm512_permutexvar_epi16(idx, join_lines(w.at(0, k), w.at(1, k))));
+      c1 = _mm512_dpbf16_ps(c1, (__m512bh)xv, (__m512bh)_mm512_permutexvar_epi16(idx, join_lines(w.at(2, k), w.at(3, k))));
     }
     if (K8 > K16) {
       const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + K16)));
-      const __m512i lone = _mm512_castps_si512(load_pair(w.at(2 * q, K16), w.at(2 * q + 1, K16)));
-      acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)xv, (__m512bh)lone);
+      c0 = _mm512_dpbf16_ps(c0, (__m512bh)xv, (__m512bh)_mm512_castps_si512(load_pair(w.at(0, K16), w.at(1, K16))));
+      c1 = _mm512_dpbf16_ps(c1, (__m512bh)xv, (__m512bh)_mm512_castps_si512(load_pair(w.at(2, K16), w.at(3, K16))));
     }
   }
-  // finish_pair_group<2>'s steps written out (finish_tile_at for one row and four
-  // columns: lane sets acc[0] low, high, acc[1] low, high), so that nothing is called
-  // between two groups.
-  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(_mm512_castps512_ps256(acc[0]), _mm512_extractf32x8_ps(acc[0], 1)),
-                                  _mm256_hadd_ps(_mm512_castps512_ps256(acc[1]), _mm512_extractf32x8_ps(acc[1], 1)));
-  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-  for (int c = 0; c < kPackCols; ++c)
-    for (int64_t k2 = K8; k2 < K; ++k2) out[c] = std::fma(x[k2], widen(*w.at(c, k2)), out[c]);
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(_mm512_castps512_ps256(c0), _mm512_extractf32x8_ps(c0, 1)),
+                                  _mm256_hadd_ps(_mm512_castps512_ps256(c1), _mm512_extractf32x8_ps(c1, 1)));
+  __m128 sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  if (K8 < K) {
+    alignas(16) float out[kPackCols];
+    _mm_store_ps(out, sums);
+    for (int c = 0; c < kPackCols; ++c)
+      for (int64_t k2 = K8; k2 < K; ++k2) out[c] = std::fma(x[k2], widen(*w.at(c, k2)), out[c]);
+    sums = _mm_load_ps(out);
+  }
+  return sums;
 }
 
-// group_dp for groups [g0, g1) of a copy (`group` elements each): out[(g - g0) * 4 + c].
-void groups_dp(const uint16_t* xq, const float* x, const c10::BFloat16* base, int64_t group, int64_t K, int64_t g0,
-               int64_t g1, float* out) {
-  for (int64_t g = g0; g < g1; ++g)
-    group_dp(xq, x, PackedCols<c10::BFloat16>{base + g * group}, K, out + (g - g0) * kPackCols);
+// f (+ float(b[j])) rounded to bf16 as c10 rounds (to nearest even, NaN to 0x7fc0) into
+// y[j] for the lanes j of m: the same integer steps, so the same bits.
+inline __attribute__((always_inline)) void round16_to_bf16(__m512 f, const c10::BFloat16* b, c10::BFloat16* y,
+                                                           __mmask16 m) {
+  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+  if (b != nullptr)
+    f = _mm512_add_ps(f, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, b)), 16)));
+  const __m512i u = _mm512_castps_si512(f);
+  const __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+  _mm256_mask_storeu_epi16(y, m, _mm256_mask_blend_epi16(nan, _mm512_cvtepi32_epi16(r), _mm256_set1_epi16(0x7fc0)));
+}
+
+// y[o0, o1) (+ b) of one row from a kDpPairs copy (`group` elements per group; o0 a
+// multiple of kPackCols): four groups' sums at a time rounded and stored from registers,
+// so the groups run back to back with no memory round trip between them.
+void groups_dpp(const uint16_t* xq, const float* x, const c10::BFloat16* base, int64_t group, int64_t K,
+                const c10::BFloat16* b, c10::BFloat16* y, int64_t o0, int64_t o1) {
+  const int64_t ge = (o1 + kPackCols - 1) / kPackCols;
+  for (int64_t g = o0 / kPackCols; g < ge; g += 4) {
+    __m128 s[4];
+    for (int q = 0; q < 4; ++q)
+      s[q] = g + q < ge ? group_dpp(xq, x, PackedCols<c10::BFloat16>{base + (g + q) * group}, K) : _mm_setzero_ps();
+    const __m512 f = _mm512_insertf32x8(
+        _mm512_castps256_ps512(_mm256_insertf128_ps(_mm256_castps128_ps256(s[0]), s[1], 1)),
+        _mm256_insertf128_ps(_mm256_castps128_ps256(s[2]), s[3], 1), 1);
+    const int64_t c0 = g * kPackCols, n = std::min<int64_t>(16, o1 - c0);
+    round16_to_bf16(f, b == nullptr ? nullptr : b + c0, y + c0, n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1));
+  }
 }
 
 // y[j] = BFloat16(v[j] (+ float(b[j]))) for j < n: c10's rounding (to nearest even, NaN to
 // 0x7fc0), 16 at a time; the same integer steps, so the same bits.
 void round_to_bf16(const float* v, const c10::BFloat16* b, c10::BFloat16* y, int64_t n) {
-  const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
-  const __m256i qnan = _mm256_set1_epi16(0x7fc0);
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
-    __m512 f = _mm512_maskz_loadu_ps(m, v + j);
-    if (b != nullptr)
-      f = _mm512_add_ps(f, _mm512_castsi512_ps(_mm512_slli_epi32(
-                               _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, b + j)), 16)));
-    const __m512i u = _mm512_castps_si512(f);
-    const __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one))), 16);
-    const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
-    _mm256_mask_storeu_epi16(y + j, m, _mm256_mask_blend_epi16(nan, _mm512_cvtepi32_epi16(r), qnan));
+    round16_to_bf16(_mm512_maskz_loadu_ps(m, v + j), b == nullptr ? nullptr : b + j, y + j, m);
   }
 }
 
@@ -1065,18 +1085,8 @@ void packed_columns(const float* x, const uint16_t* xq, int64_t K, const PackedW
   }
 #if AGENTR1_ROW_LINEAR_AVX2
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    if (path == Path::kDp) {
-      // Up to 64 groups at a time, then their outputs rounded 16 at a time: the groups'
-      // kernel runs back to back (a sequential stream) with the least code between them.
-      constexpr int64_t kBatch = 64;
-      float outs[kBatch * kPackCols];
-      const int64_t ge = (o1 + kPackCols - 1) / kPackCols;
-      for (int64_t g0 = o0 / kPackCols; g0 < ge; g0 += kBatch) {
-        const int64_t g1 = std::min(ge, g0 + kBatch);
-        groups_dp(xq, x, base, group, K, g0, g1, outs);
-        const int64_t c0 = g0 * kPackCols;
-        round_to_bf16(outs, b == nullptr ? nullptr : b + c0, y + c0, std::min(o1, g1 * kPackCols) - c0);
-      }
+    if (path == Path::kDp) {  // a kDpPairs copy (row_linear_impl reads no other here)
+      groups_dpp(xq, x, base, group, K, b, y, o0, o1);
       return;
     }
   }
@@ -1235,10 +1245,15 @@ std::vector<at::Tensor> dispatch(const at::Tensor& x, const std::vector<at::Tens
                                                 << " (or its data is null or not 64-byte aligned); pack the weight "
                                                    "again (model::DecodeLayout::repack) after moving or reshaping it");
   }
+  // A copy in another order than this ISA's kernels read (an ISA forced after packing):
+  // w is read instead, the same bits.
+  std::vector<const PackedWeight*> readable(packed);
+  for (const PackedWeight*& pw : readable)
+    if (pw != nullptr && pw->order != pack_order_for(pw->dtype, isa)) pw = nullptr;
   switch (x.scalar_type()) {
-    case at::kFloat: return row_linear_impl<float>(x, ws, bs, pool, isa, parallel, packed);
-    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, ws, bs, pool, isa, parallel, packed);
-    case at::kHalf: return row_linear_impl<c10::Half>(x, ws, bs, pool, isa, parallel, packed);
+    case at::kFloat: return row_linear_impl<float>(x, ws, bs, pool, isa, parallel, readable);
+    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, ws, bs, pool, isa, parallel, readable);
+    case at::kHalf: return row_linear_impl<c10::Half>(x, ws, bs, pool, isa, parallel, readable);
     default: AGENTR1_CHECK(false, "row_linear: unsupported dtype " << x.scalar_type() << " (float, bfloat16, half)");
   }
   return {};
@@ -1367,7 +1382,11 @@ int64_t packed_weight_elems(int64_t O, int64_t K, at::ScalarType dtype) {
   return (O + kPackCols - 1) / kPackCols * ((K + L - 1) / L) * kPackCols * L;
 }
 
-void pack_weight(const at::Tensor& w, void* dst, SpinPool* pool) {
+PackOrder pack_order_for(at::ScalarType dtype, RowLinearIsa isa) {
+  return dtype == at::kBFloat16 && isa == RowLinearIsa::kAvx512Bf16 ? PackOrder::kDpPairs : PackOrder::kLines;
+}
+
+void pack_weight(const at::Tensor& w, void* dst, SpinPool* pool, PackOrder order) {
   AGENTR1_CHECK(w.dim() == 2 && w.is_contiguous() && w.device().is_cpu() && w.numel() > 0 &&
                     (w.scalar_type() == at::kFloat || w.scalar_type() == at::kBFloat16 ||
                      w.scalar_type() == at::kHalf),
@@ -1379,15 +1398,37 @@ void pack_weight(const at::Tensor& w, void* dst, SpinPool* pool) {
   const int64_t L = 64 / es, Kl = (K + L - 1) / L, groups = (O + kPackCols - 1) / kPackCols;
   const auto* src = static_cast<const uint8_t*>(w.data_ptr());
   auto* out = static_cast<uint8_t*>(dst);
+  AGENTR1_CHECK(order == PackOrder::kLines || w.scalar_type() == at::kBFloat16,
+                "pack_weight: the kDpPairs order is for bf16 weights, got " << w.scalar_type());
+  // kDpPairs: the 32-k steps j < J in the dot-product order (row_linear.h), the rest as kLines.
+  const int64_t J = order == PackOrder::kDpPairs ? K / 32 : 0;
   auto run = [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g)
-      for (int64_t j = 0; j < Kl; ++j)
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t j = 0; j < J; ++j)
+        for (int line = 0; line < kPackCols; ++line) {
+          auto* o = reinterpret_cast<uint16_t*>(out + ((g * Kl + j) * kPackCols + line) * 64);
+          const int64_t h = line / 2, k0 = 32 * j + 16 * h;
+          for (int cc = 0; cc < 2; ++cc) {
+            const int64_t col = g * kPackCols + 2 * (line % 2) + cc;
+            if (col >= O) {
+              std::memset(o + cc * 16, 0, 16 * sizeof(uint16_t));
+              continue;
+            }
+            const auto* wc = reinterpret_cast<const uint16_t*>(src) + col * K + k0;
+            for (int u = 0; u < 8; ++u) {
+              o[cc * 16 + 2 * u] = wc[8 + u];
+              o[cc * 16 + 2 * u + 1] = wc[u];
+            }
+          }
+        }
+      for (int64_t j = J; j < Kl; ++j)
         for (int c = 0; c < kPackCols; ++c) {
           uint8_t* line = out + ((g * Kl + j) * kPackCols + c) * 64;
           const int64_t col = g * kPackCols + c, n = col < O ? std::min(L, K - j * L) : 0;
           if (n > 0) std::memcpy(line, src + (col * K + j * L) * es, static_cast<size_t>(n * es));
           std::memset(line + n * es, 0, static_cast<size_t>(64 - n * es));
         }
+    }
   };
   if (pool != nullptr && groups > 1)
     pool->parallel_for(groups, run);

@@ -57,6 +57,8 @@ namespace agentr1::model::detail {
 // shapes, dtypes or devices, naming them.
 at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool = nullptr);
 
+enum class RowLinearIsa : int;  // below
+
 // The decode layout: a weight [O,K] copied so that a one-row product reads it as one
 // sequential stream. Row-major, a one-row tile reads 4 columns at a time, each a short
 // stream (K elements) that restarts every tile; at this VM's fast moments the hardware
@@ -68,11 +70,25 @@ at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor
 // (columns >= O, k >= K) is zero. The one-row tiles that read it perform the contract's
 // operations on the same values in the same order: the same bits as w itself.
 inline constexpr int kPackCols = 4;
-// Elements of w's dtype in the layout of an [O,K] weight of `dtype` (float, bf16, half).
+// The order of a copy's words within each group's lines. kLines: as above. kDpPairs (bf16
+// only, for the AVX-512 BF16 kernels): each 32-k step j < J = K / 32 (rounded down) of a
+// group holds its four lines as vdpbf16ps takes them, so the kernel reads its operands
+// from memory with no permute (half the instructions per byte, which at this VM's fast
+// moments decides how many lines a core keeps in flight: bench/README.md, session 22):
+//   line 2h + c%4/2, word (c%2)*16 + 2u + 1 holds (c, 32j + 16h + u)      (u < 8)
+//                    word (c%2)*16 + 2u     holds (c, 32j + 16h + 8 + u)  (h = 0, 1)
+// i.e. column pair (0,1) then (2,3), k's low 16 then high 16, each column's words
+// interleaved (k+8+u, k+u) as the dot-product instruction pairs them; the lines of k >=
+// 32J (a last 16- or 8-step, or a partial line) are in kLines order. The same values and
+// zeros, so the same size.
+enum class PackOrder { kLines = 0, kDpPairs = 1 };
+// Elements of w's dtype in the layout of an [O,K] weight of `dtype` (float, bf16, half),
+// in either order.
 int64_t packed_weight_elems(int64_t O, int64_t K, at::ScalarType dtype);
 // Writes w (2-D, contiguous, CPU; float, bf16 or half) into dst in the layout
-// (packed_weight_elems elements, 64-byte aligned); split over `pool` when given.
-void pack_weight(const at::Tensor& w, void* dst, SpinPool* pool = nullptr);
+// (packed_weight_elems elements, 64-byte aligned) in `order` (kDpPairs: bf16 only, Error
+// otherwise); split over `pool` when given.
+void pack_weight(const at::Tensor& w, void* dst, SpinPool* pool = nullptr, PackOrder order = PackOrder::kLines);
 // A weight's copy in the layout, for row_linear / row_linear_many below.
 struct PackedWeight {
   const void* data = nullptr;    // packed_weight_elems(O, K, dtype) elements, 64-byte aligned
@@ -85,10 +101,15 @@ struct PackedWeight {
   const void* next = nullptr;
   int64_t next_bytes = 0;
   std::shared_ptr<const void> next_owner;
+  PackOrder order = PackOrder::kLines;  // how pack_weight wrote it
 };
+// The order the one-row kernels of `isa` read a `dtype` copy in: kDpPairs for bf16 on
+// kAvx512Bf16, kLines otherwise (DecodeLayout packs in it).
+PackOrder pack_order_for(at::ScalarType dtype, RowLinearIsa isa);
 // With x of one row and `packed` a copy of w (its O, K, dtype and source checked: Error
 // if they differ), the product reads the copy: the same bits as without it. Other row
-// counts read w.
+// counts read w, and so does one row when the copy's order is not pack_order_for(its
+// dtype, row_linear_isa()) (an ISA forced after packing: the same bits either way).
 at::Tensor row_linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, SpinPool* pool,
                       const PackedWeight* packed);
 
@@ -112,7 +133,7 @@ std::vector<at::Tensor> row_linear_many(const at::Tensor& x, const std::vector<a
 // AVX-512 tiles): the contract's bits, except that the instruction flushes denormal
 // inputs and results to zero (|v| < 2^-126; absent from normal activations and weights),
 // on every row count alike.
-enum class RowLinearIsa { kPortable = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+enum class RowLinearIsa : int { kPortable = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
 // The one row_linear uses: forced (below), else AGENTR1_ROW_LINEAR_ISA (portable | avx2 |
 // avx512 | avx512bf16; Error if unknown or if the CPU lacks it), else the best the CPU has.
 RowLinearIsa row_linear_isa();

@@ -173,43 +173,56 @@ TEST_P(RowLinear, ManyEqualsEachAloneBitForBit) {
 }
 
 // A weight's copy in the decode layout, in a buffer of its own (torch's CPU allocator
-// aligns to 64 bytes; checked).
+// aligns to 64 bytes; checked); by default in the order the ISA in force reads.
 struct Packed {
   at::Tensor buf;
   PackedWeight pw;
-  explicit Packed(const at::Tensor& w, SpinPool* pool = nullptr) {
+  explicit Packed(const at::Tensor& w, SpinPool* pool = nullptr, std::optional<PackOrder> order = std::nullopt) {
+    const PackOrder o = order.value_or(pack_order_for(w.scalar_type(), row_linear_isa()));
     buf = at::empty({packed_weight_elems(w.size(0), w.size(1), w.scalar_type())}, w.options());
     EXPECT_EQ(reinterpret_cast<uintptr_t>(buf.data_ptr()) % 64, 0u);
-    pack_weight(w, buf.data_ptr(), pool);
-    pw = PackedWeight{buf.data_ptr(), w.size(0), w.size(1), w.scalar_type(), w.data_ptr(), nullptr, 0, nullptr};
+    pack_weight(w, buf.data_ptr(), pool, o);
+    pw = PackedWeight{buf.data_ptr(), w.size(0), w.size(1), w.scalar_type(), w.data_ptr(), nullptr, 0, nullptr, o};
   }
 };
 
 // The layout as row_linear.h documents it, element by element: (c, k) at
 // ((c / 4) * Kl + k / L) * 4L + (c % 4) * L + k % L, zeros elsewhere.
+// kDpPairs (bf16): the 32-k steps j < K / 32 as row_linear.h spells them out, the rest as
+// kLines.
 TEST_P(RowLinear, PackWeightWritesTheDocumentedLayout) {
   const at::ScalarType dt = GetParam();
   const int64_t L = 64 / static_cast<int64_t>(c10::elementSize(dt));
   SpinPool pool(2);
-  for (auto [O, K] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {8, 64}, {13, 100}, {40, 33}}) {
-    const at::Tensor w = randn({O, K}, 50 + O, dt);
-    const Packed p(w, &pool);
-    const int64_t Kl = (K + L - 1) / L, groups = (O + 3) / 4;
-    ASSERT_EQ(p.buf.numel(), groups * Kl * 4 * L);
-    const auto* got = static_cast<const uint8_t*>(p.buf.data_ptr());
-    const auto* src = static_cast<const uint8_t*>(w.data_ptr());
-    const int64_t es = static_cast<int64_t>(w.element_size());
-    std::vector<bool> covered(static_cast<size_t>(p.buf.numel()), false);
-    for (int64_t c = 0; c < O; ++c)
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t at = ((c / 4) * Kl + k / L) * 4 * L + (c % 4) * L + k % L;
-        covered[static_cast<size_t>(at)] = true;
-        ASSERT_EQ(std::memcmp(got + at * es, src + (c * K + k) * es, es), 0) << "O " << O << " K " << K << " c " << c << " k " << k;
-      }
-    for (int64_t i = 0; i < p.buf.numel(); ++i)
-      if (!covered[static_cast<size_t>(i)])
-        for (int64_t j = 0; j < es; ++j) ASSERT_EQ(got[i * es + j], 0) << "padding element " << i << " not zero";
-  }
+  std::vector<PackOrder> orders = {PackOrder::kLines};
+  if (dt == at::kBFloat16) orders.push_back(PackOrder::kDpPairs);
+  for (PackOrder order : orders)
+    for (auto [O, K] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {8, 64}, {13, 100}, {40, 33}, {6, 48}, {3, 1030}}) {
+      const at::Tensor w = randn({O, K}, 50 + O, dt);
+      const Packed p(w, &pool, order);
+      const int64_t Kl = (K + L - 1) / L, groups = (O + 3) / 4, J = order == PackOrder::kDpPairs ? K / 32 : 0;
+      ASSERT_EQ(p.buf.numel(), groups * Kl * 4 * L);
+      const auto* got = static_cast<const uint8_t*>(p.buf.data_ptr());
+      const auto* src = static_cast<const uint8_t*>(w.data_ptr());
+      const int64_t es = static_cast<int64_t>(w.element_size());
+      std::vector<bool> covered(static_cast<size_t>(p.buf.numel()), false);
+      for (int64_t c = 0; c < O; ++c)
+        for (int64_t k = 0; k < K; ++k) {
+          int64_t at = ((c / 4) * Kl + k / L) * 4 * L + (c % 4) * L + k % L;
+          if (k / 32 < J) {
+            const int64_t j = k / 32, h = k % 32 / 16, u = k % 8, word = k % 16 < 8 ? 2 * u + 1 : 2 * u;
+            at = ((c / 4) * Kl + j) * 4 * L + (2 * h + c % 4 / 2) * L + (c % 2) * 16 + word;
+          }
+          ASSERT_FALSE(covered[static_cast<size_t>(at)]) << "two elements at " << at;
+          covered[static_cast<size_t>(at)] = true;
+          ASSERT_EQ(std::memcmp(got + at * es, src + (c * K + k) * es, es), 0)
+              << "order " << static_cast<int>(order) << " O " << O << " K " << K << " c " << c << " k " << k;
+        }
+      for (int64_t i = 0; i < p.buf.numel(); ++i)
+        if (!covered[static_cast<size_t>(i)])
+          for (int64_t j = 0; j < es; ++j) ASSERT_EQ(got[i * es + j], 0) << "padding element " << i << " not zero";
+    }
+  if (dt != at::kBFloat16) EXPECT_THROW(Packed(randn({4, 32}, 1, dt), nullptr, PackOrder::kDpPairs), Error);
 }
 
 // One row read from the decode layout: the portable definition's bits on every ISA, alone,
@@ -254,6 +267,14 @@ TEST_P(RowLinear, PackedCopyGivesTheSameBitsOnEveryIsa) {
       p.buf.zero_();
       const at::Tensor bias_only = s.bias ? b.unsqueeze(0) : at::zeros({1, s.O}, x.options());
       EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool, &p.pw), bias_only)) << where << " zeroed copy";
+      // A copy in the order another ISA reads is not read: w is, the same bits.
+      if (dt == at::kBFloat16) {
+        const PackOrder other =
+            p.pw.order == PackOrder::kLines ? PackOrder::kDpPairs : PackOrder::kLines;
+        Packed q(w, nullptr, other);
+        q.buf.zero_();
+        EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool, &q.pw), ref)) << where << " a copy in the other order";
+      }
     }
   }
 }
@@ -361,7 +382,6 @@ TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
     w.data_ptr<c10::BFloat16>()[o] = bits(c.w);
     b.data_ptr<c10::BFloat16>()[o] = bits(c.b);
   }
-  Packed p(w);
   // x = (1, 1), w = (1, 2^-8), b = 2^-9: 1 + 3 * 2^-9 in fp32, which rounds up to 1 + 2^-7
   // (0x3f81); rounding the product 1 + 2^-8 first (a tie, to 1) and then adding would not.
   // 16 such columns: whole tiles of every width, rounded by the 16-at-a-time stores.
@@ -373,13 +393,24 @@ TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
     w2.data_ptr<c10::BFloat16>()[2 * o + 1] = bits(0x3b80);
     b2.data_ptr<c10::BFloat16>()[o] = bits(0x3b00);
   }
-  Packed p2(w2);
+  // The cases again at K = 64 (two whole 32-k steps: kDpPairs lines), each value at k = 37
+  // and zeros elsewhere.
+  constexpr int64_t K64 = 64;
+  const at::Tensor x64 = at::ones({1, K64}, at::kBFloat16);
+  at::Tensor w64 = at::zeros({O, K64}, at::kBFloat16);
+  for (int64_t o = 0; o < O; ++o) w64.data_ptr<c10::BFloat16>()[o * K64 + 37] = bits(cases[o % 12].w);
   for (RowLinearIsa isa : supported_isas()) {
     ForcedIsa forced(isa);
+    const Packed p(w), p2(w2), p64(w64);  // in the order this ISA reads
+    ASSERT_EQ(p.pw.order, pack_order_for(at::kBFloat16, isa));
     const at::Tensor y = row_linear(x, w, b, nullptr, &p.pw);
-    for (int64_t o = 0; o < O; ++o)
+    const at::Tensor y64 = row_linear(x64, w64, b, nullptr, &p64.pw);
+    for (int64_t o = 0; o < O; ++o) {
       EXPECT_EQ(y.data_ptr<c10::BFloat16>()[o].x, cases[o % 12].want)
           << row_linear_isa_name(isa) << " column " << o << " (case " << o % 12 << ")";
+      EXPECT_EQ(y64.data_ptr<c10::BFloat16>()[o].x, cases[o % 12].want)
+          << row_linear_isa_name(isa) << " K = 64, column " << o << " (case " << o % 12 << ")";
+    }
     const at::Tensor y1 = row_linear(x2, w2, b2, nullptr, &p2.pw);
     for (int64_t o = 0; o < O2; ++o)
       EXPECT_EQ(y1.data_ptr<c10::BFloat16>()[o].x, 0x3f81) << row_linear_isa_name(isa) << " K = 2, column " << o;
