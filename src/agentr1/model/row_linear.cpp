@@ -542,6 +542,78 @@ void group_avx512(const float* x, PackedCols<W> w, int64_t K, float* out) {
   finish_pair_group<2>(acc, x, w, K, out);
 }
 
+// The four columns' sums of a one-row group's two accumulators (c0: columns 0 and 1 in
+// its low and high 8 lanes, c1: 2 and 3): finish_pair_group<2>'s steps written out
+// (finish_tile_at for one row and four columns, lane sets c0 low, high, c1 low, high),
+// then the scalar k >= K8 steps, so that nothing is called between two groups.
+template <typename W>
+inline __attribute__((always_inline)) __m128 group_sums(__m512 c0, __m512 c1, const float* x, PackedCols<W> w,
+                                                        int64_t K) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(_mm512_castps512_ps256(c0), _mm512_extractf32x8_ps(c0, 1)),
+                                  _mm256_hadd_ps(_mm512_castps512_ps256(c1), _mm512_extractf32x8_ps(c1, 1)));
+  __m128 sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  const int64_t K8 = K - K % kLanes;
+  if (K8 < K) {
+    alignas(16) float out[kPackCols];
+    _mm_store_ps(out, sums);
+    for (int c = 0; c < kPackCols; ++c)
+      for (int64_t k = K8; k < K; ++k) out[c] = std::fma(x[k], widen(*w.at(c, k)), out[c]);
+    sums = _mm_load_ps(out);
+  }
+  return sums;
+}
+
+// Four groups' sums in one register, group q in lanes 4q..4q+3.
+inline __m512 join_sums(__m128 s0, __m128 s1, __m128 s2, __m128 s3) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_insertf128_ps(_mm256_castps128_ps256(s0), s1, 1)),
+                            _mm256_insertf128_ps(_mm256_castps128_ps256(s2), s3, 1), 1);
+}
+
+// One row x one group of a copy in kFmaPairs order (fp32): group_avx512's fused
+// multiply-adds per accumulator in the same order; a 16-k step's four lines hold the
+// column pairs' halves as the instructions take them (pack_weight), so the step is two
+// x broadcasts and four multiply-adds straight from memory; the lines of k >= 16J are in
+// kLines order.
+inline __attribute__((always_inline)) __m128 group_fma(const float* x, PackedCols<float> w, int64_t K) {
+  static_assert(kPackCols == 4, "two column pairs");
+  const int64_t K8 = K - K % kLanes;
+  const float* p = w.g;
+  __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K8; k += 16, p += 4 * 16) {
+    const __m512 xlo = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + k));
+    const __m512 xhi = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + k + 8));
+    c0 = _mm512_fmadd_ps(xlo, _mm512_load_ps(p), c0);
+    c1 = _mm512_fmadd_ps(xlo, _mm512_load_ps(p + 16), c1);
+    c0 = _mm512_fmadd_ps(xhi, _mm512_load_ps(p + 32), c0);
+    c1 = _mm512_fmadd_ps(xhi, _mm512_load_ps(p + 48), c1);
+  }
+  for (; k < K8; k += kLanes) {  // a last 8-step, kLines order
+    const __m512 xv = _mm512_broadcast_f32x8(_mm256_loadu_ps(x + k));
+    c0 = _mm512_fmadd_ps(xv, load_pair(w.at(0, k), w.at(1, k)), c0);
+    c1 = _mm512_fmadd_ps(xv, load_pair(w.at(2, k), w.at(3, k)), c1);
+  }
+  return group_sums(c0, c1, x, w, K);
+}
+
+// y[o0, o1) (+ b) of one row from a kFmaPairs copy (`group` floats per group; o0 a
+// multiple of kPackCols): four groups' sums at a time, the bias added and stored from
+// registers.
+void groups_fma(const float* x, const float* base, int64_t group, int64_t K, const float* b, float* y, int64_t o0,
+                int64_t o1) {
+  const int64_t ge = (o1 + kPackCols - 1) / kPackCols;
+  for (int64_t g = o0 / kPackCols; g < ge; g += 4) {
+    __m128 s[4];
+    for (int q = 0; q < 4; ++q)
+      s[q] = g + q < ge ? group_fma(x, PackedCols<float>{base + (g + q) * group}, K) : _mm_setzero_ps();
+    const int64_t c0 = g * kPackCols, n = std::min<int64_t>(16, o1 - c0);
+    const __mmask16 m = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+    __m512 f = join_sums(s[0], s[1], s[2], s[3]);
+    if (b != nullptr) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(m, b + c0));
+    _mm512_mask_storeu_ps(y + c0, m, f);
+  }
+}
+
 #pragma GCC pop_options
 
 // Rows per AVX-512 tile (1..8) -> column pairs: accumulators + pairs + 1 fit 32 registers
@@ -770,8 +842,7 @@ inline __m512i join_lines(const c10::BFloat16* a, const c10::BFloat16* b) {
 // step's four lines hold the operands as the instruction takes them (pack_weight), so
 // the step is two x broadcasts and four dot products straight from memory; the lines of
 // k >= 32J are in kLines order and take tile_dp's tail steps. Returns the four columns'
-// sums (finish_pair_group<2>'s steps written out: lane sets acc[0] low, high, acc[1]
-// low, high), the scalar k >= K8 steps included.
+// sums (group_sums), the scalar k >= K8 steps included.
 inline __attribute__((always_inline)) __m128 group_dpp(const uint16_t* xq, const float* x,
                                                        PackedCols<c10::BFloat16> w, int64_t K) {
   static_assert(kPackCols == 4, "two column pairs");
@@ -800,17 +871,7 @@ inline __attribute__((always_inline)) __m128 group_dpp(const uint16_t* xq, const
       c1 = _mm512_dpbf16_ps(c1, (__m512bh)xv, (__m512bh)_mm512_castps_si512(load_pair(w.at(2, K16), w.at(3, K16))));
     }
   }
-  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(_mm512_castps512_ps256(c0), _mm512_extractf32x8_ps(c0, 1)),
-                                  _mm256_hadd_ps(_mm512_castps512_ps256(c1), _mm512_extractf32x8_ps(c1, 1)));
-  __m128 sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  if (K8 < K) {
-    alignas(16) float out[kPackCols];
-    _mm_store_ps(out, sums);
-    for (int c = 0; c < kPackCols; ++c)
-      for (int64_t k2 = K8; k2 < K; ++k2) out[c] = std::fma(x[k2], widen(*w.at(c, k2)), out[c]);
-    sums = _mm_load_ps(out);
-  }
-  return sums;
+  return group_sums(c0, c1, x, w, K);
 }
 
 // f (+ float(b[j])) rounded to bf16 as c10 rounds (to nearest even, NaN to 0x7fc0) into
@@ -837,9 +898,7 @@ void groups_dpp(const uint16_t* xq, const float* x, const c10::BFloat16* base, i
     __m128 s[4];
     for (int q = 0; q < 4; ++q)
       s[q] = g + q < ge ? group_dpp(xq, x, PackedCols<c10::BFloat16>{base + (g + q) * group}, K) : _mm_setzero_ps();
-    const __m512 f = _mm512_insertf32x8(
-        _mm512_castps256_ps512(_mm256_insertf128_ps(_mm256_castps128_ps256(s[0]), s[1], 1)),
-        _mm256_insertf128_ps(_mm256_castps128_ps256(s[2]), s[3], 1), 1);
+    const __m512 f = join_sums(s[0], s[1], s[2], s[3]);
     const int64_t c0 = g * kPackCols, n = std::min<int64_t>(16, o1 - c0);
     round16_to_bf16(f, b == nullptr ? nullptr : b + c0, y + c0, n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1));
   }
@@ -1084,9 +1143,17 @@ void packed_columns(const float* x, const uint16_t* xq, int64_t K, const PackedW
     if (xq != nullptr) path = Path::kDp;  // AVX-512 BF16 (as columns(): every row count takes those tiles there)
   }
 #if AGENTR1_ROW_LINEAR_AVX2
+  // row_linear_impl reads a copy only in the order of the ISA's kernels (pack_order_for):
+  // kDpPairs for bf16 there, kFmaPairs for fp32 on AVX-512.
   if constexpr (std::is_same_v<T, c10::BFloat16>) {
-    if (path == Path::kDp) {  // a kDpPairs copy (row_linear_impl reads no other here)
+    if (path == Path::kDp) {
       groups_dpp(xq, x, base, group, K, b, y, o0, o1);
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (path == Path::kAvx512) {
+      groups_fma(x, base, group, K, b, y, o0, o1);
       return;
     }
   }
@@ -1383,7 +1450,10 @@ int64_t packed_weight_elems(int64_t O, int64_t K, at::ScalarType dtype) {
 }
 
 PackOrder pack_order_for(at::ScalarType dtype, RowLinearIsa isa) {
-  return dtype == at::kBFloat16 && isa == RowLinearIsa::kAvx512Bf16 ? PackOrder::kDpPairs : PackOrder::kLines;
+  const bool avx512 = isa == RowLinearIsa::kAvx512 || isa == RowLinearIsa::kAvx512Bf16;
+  if (dtype == at::kBFloat16 && isa == RowLinearIsa::kAvx512Bf16) return PackOrder::kDpPairs;
+  if (dtype == at::kFloat && avx512) return PackOrder::kFmaPairs;
+  return PackOrder::kLines;
 }
 
 void pack_weight(const at::Tensor& w, void* dst, SpinPool* pool, PackOrder order) {
@@ -1398,26 +1468,38 @@ void pack_weight(const at::Tensor& w, void* dst, SpinPool* pool, PackOrder order
   const int64_t L = 64 / es, Kl = (K + L - 1) / L, groups = (O + kPackCols - 1) / kPackCols;
   const auto* src = static_cast<const uint8_t*>(w.data_ptr());
   auto* out = static_cast<uint8_t*>(dst);
-  AGENTR1_CHECK(order == PackOrder::kLines || w.scalar_type() == at::kBFloat16,
-                "pack_weight: the kDpPairs order is for bf16 weights, got " << w.scalar_type());
-  // kDpPairs: the 32-k steps j < J in the dot-product order (row_linear.h), the rest as kLines.
-  const int64_t J = order == PackOrder::kDpPairs ? K / 32 : 0;
+  AGENTR1_CHECK(order == PackOrder::kLines || (order == PackOrder::kDpPairs && w.scalar_type() == at::kBFloat16) ||
+                    (order == PackOrder::kFmaPairs && w.scalar_type() == at::kFloat),
+                "pack_weight: the " << (order == PackOrder::kDpPairs ? "kDpPairs order is for bf16" : "kFmaPairs order is for float")
+                                    << " weights, got " << w.scalar_type() << "; pack it in pack_order_for(its dtype, the ISA)");
+  // The steps j < J in the instructions' order (row_linear.h), the rest as kLines: a
+  // step's line holds half a step (`half` k) of two columns, a column's half either in
+  // the dot product's word order (k+8+u, k+u) or as it is.
+  const int64_t J = order == PackOrder::kDpPairs ? K / 32 : order == PackOrder::kFmaPairs ? K / 16 : 0;
+  const int64_t half = L / 2;
   auto run = [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       for (int64_t j = 0; j < J; ++j)
         for (int line = 0; line < kPackCols; ++line) {
-          auto* o = reinterpret_cast<uint16_t*>(out + ((g * Kl + j) * kPackCols + line) * 64);
-          const int64_t h = line / 2, k0 = 32 * j + 16 * h;
+          uint8_t* o = out + ((g * Kl + j) * kPackCols + line) * 64;
+          const int64_t k0 = L * j + half * (line / 2);
           for (int cc = 0; cc < 2; ++cc) {
             const int64_t col = g * kPackCols + 2 * (line % 2) + cc;
+            uint8_t* oc = o + cc * half * es;
             if (col >= O) {
-              std::memset(o + cc * 16, 0, 16 * sizeof(uint16_t));
+              std::memset(oc, 0, static_cast<size_t>(half * es));
               continue;
             }
-            const auto* wc = reinterpret_cast<const uint16_t*>(src) + col * K + k0;
+            const uint8_t* wc = src + (col * K + k0) * es;
+            if (order == PackOrder::kFmaPairs) {
+              std::memcpy(oc, wc, static_cast<size_t>(half * es));
+              continue;
+            }
+            auto* o16 = reinterpret_cast<uint16_t*>(oc);
+            const auto* w16 = reinterpret_cast<const uint16_t*>(wc);
             for (int u = 0; u < 8; ++u) {
-              o[cc * 16 + 2 * u] = wc[8 + u];
-              o[cc * 16 + 2 * u + 1] = wc[u];
+              o16[2 * u] = w16[8 + u];
+              o16[2 * u + 1] = w16[u];
             }
           }
         }

@@ -79,15 +79,19 @@ inline constexpr int kPackCols = 4;
 //                    word (c%2)*16 + 2u     holds (c, 32j + 16h + 8 + u)  (h = 0, 1)
 // i.e. column pair (0,1) then (2,3), k's low 16 then high 16, each column's words
 // interleaved (k+8+u, k+u) as the dot-product instruction pairs them; the lines of k >=
-// 32J (a last 16- or 8-step, or a partial line) are in kLines order. The same values and
-// zeros, so the same size.
-enum class PackOrder { kLines = 0, kDpPairs = 1 };
+// 32J (a last 16- or 8-step, or a partial line) are in kLines order. kFmaPairs (fp32
+// only, for the AVX-512 kernels): likewise for the fused multiply-adds, each 16-k step j
+// < J = K / 16 (rounded down) as
+//   line 2h + c%4/2, float (c%2)*8 + u holds (c, 16j + 8h + u)   (u < 8, h = 0, 1)
+// and the lines of k >= 16J in kLines order. Either: the same values and zeros, so the
+// same size.
+enum class PackOrder { kLines = 0, kDpPairs = 1, kFmaPairs = 2 };
 // Elements of w's dtype in the layout of an [O,K] weight of `dtype` (float, bf16, half),
 // in either order.
 int64_t packed_weight_elems(int64_t O, int64_t K, at::ScalarType dtype);
 // Writes w (2-D, contiguous, CPU; float, bf16 or half) into dst in the layout
-// (packed_weight_elems elements, 64-byte aligned) in `order` (kDpPairs: bf16 only, Error
-// otherwise); split over `pool` when given.
+// (packed_weight_elems elements, 64-byte aligned) in `order` (kDpPairs: bf16 only,
+// kFmaPairs: float only, Error otherwise); split over `pool` when given.
 void pack_weight(const at::Tensor& w, void* dst, SpinPool* pool = nullptr, PackOrder order = PackOrder::kLines);
 // A weight's copy in the layout, for row_linear / row_linear_many below.
 struct PackedWeight {
@@ -104,7 +108,8 @@ struct PackedWeight {
   PackOrder order = PackOrder::kLines;  // how pack_weight wrote it
 };
 // The order the one-row kernels of `isa` read a `dtype` copy in: kDpPairs for bf16 on
-// kAvx512Bf16, kLines otherwise (DecodeLayout packs in it).
+// kAvx512Bf16, kFmaPairs for float on kAvx512 and kAvx512Bf16, kLines otherwise
+// (DecodeLayout packs in it).
 PackOrder pack_order_for(at::ScalarType dtype, RowLinearIsa isa);
 // With x of one row and `packed` a copy of w (its O, K, dtype and source checked: Error
 // if they differ), the product reads the copy: the same bits as without it. Other row

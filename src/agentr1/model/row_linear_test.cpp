@@ -188,19 +188,20 @@ struct Packed {
 
 // The layout as row_linear.h documents it, element by element: (c, k) at
 // ((c / 4) * Kl + k / L) * 4L + (c % 4) * L + k % L, zeros elsewhere.
-// kDpPairs (bf16): the 32-k steps j < K / 32 as row_linear.h spells them out, the rest as
-// kLines.
+// kDpPairs (bf16) and kFmaPairs (float): the steps j < K / L as row_linear.h spells them
+// out, the rest as kLines.
 TEST_P(RowLinear, PackWeightWritesTheDocumentedLayout) {
   const at::ScalarType dt = GetParam();
   const int64_t L = 64 / static_cast<int64_t>(c10::elementSize(dt));
   SpinPool pool(2);
   std::vector<PackOrder> orders = {PackOrder::kLines};
   if (dt == at::kBFloat16) orders.push_back(PackOrder::kDpPairs);
+  if (dt == at::kFloat) orders.push_back(PackOrder::kFmaPairs);
   for (PackOrder order : orders)
     for (auto [O, K] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {8, 64}, {13, 100}, {40, 33}, {6, 48}, {3, 1030}}) {
       const at::Tensor w = randn({O, K}, 50 + O, dt);
       const Packed p(w, &pool, order);
-      const int64_t Kl = (K + L - 1) / L, groups = (O + 3) / 4, J = order == PackOrder::kDpPairs ? K / 32 : 0;
+      const int64_t Kl = (K + L - 1) / L, groups = (O + 3) / 4, J = order == PackOrder::kLines ? 0 : K / L;
       ASSERT_EQ(p.buf.numel(), groups * Kl * 4 * L);
       const auto* got = static_cast<const uint8_t*>(p.buf.data_ptr());
       const auto* src = static_cast<const uint8_t*>(w.data_ptr());
@@ -209,9 +210,10 @@ TEST_P(RowLinear, PackWeightWritesTheDocumentedLayout) {
       for (int64_t c = 0; c < O; ++c)
         for (int64_t k = 0; k < K; ++k) {
           int64_t at = ((c / 4) * Kl + k / L) * 4 * L + (c % 4) * L + k % L;
-          if (k / 32 < J) {
-            const int64_t j = k / 32, h = k % 32 / 16, u = k % 8, word = k % 16 < 8 ? 2 * u + 1 : 2 * u;
-            at = ((c / 4) * Kl + j) * 4 * L + (2 * h + c % 4 / 2) * L + (c % 2) * 16 + word;
+          if (k / L < J) {  // half a step (L / 2 k) of a column, in the instruction's order
+            const int64_t j = k / L, h = k % L / (L / 2), u = k % 8;
+            const int64_t word = order == PackOrder::kDpPairs ? (k % 16 < 8 ? 2 * u + 1 : 2 * u) : u;
+            at = ((c / 4) * Kl + j) * 4 * L + (2 * h + c % 4 / 2) * L + (c % 2) * (L / 2) + word;
           }
           ASSERT_FALSE(covered[static_cast<size_t>(at)]) << "two elements at " << at;
           covered[static_cast<size_t>(at)] = true;
@@ -222,7 +224,8 @@ TEST_P(RowLinear, PackWeightWritesTheDocumentedLayout) {
         if (!covered[static_cast<size_t>(i)])
           for (int64_t j = 0; j < es; ++j) ASSERT_EQ(got[i * es + j], 0) << "padding element " << i << " not zero";
     }
-  if (dt != at::kBFloat16) EXPECT_THROW(Packed(randn({4, 32}, 1, dt), nullptr, PackOrder::kDpPairs), Error);
+  if (dt != at::kBFloat16) EXPECT_THROW(pack_weight(randn({4, 32}, 1, dt), at::empty({256}).data_ptr(), nullptr, PackOrder::kDpPairs), Error);
+  if (dt != at::kFloat) EXPECT_THROW(pack_weight(randn({4, 32}, 1, dt), at::empty({256}).data_ptr(), nullptr, PackOrder::kFmaPairs), Error);
 }
 
 // One row read from the decode layout: the portable definition's bits on every ISA, alone,
@@ -268,9 +271,9 @@ TEST_P(RowLinear, PackedCopyGivesTheSameBitsOnEveryIsa) {
       const at::Tensor bias_only = s.bias ? b.unsqueeze(0) : at::zeros({1, s.O}, x.options());
       EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool, &p.pw), bias_only)) << where << " zeroed copy";
       // A copy in the order another ISA reads is not read: w is, the same bits.
-      if (dt == at::kBFloat16) {
-        const PackOrder other =
-            p.pw.order == PackOrder::kLines ? PackOrder::kDpPairs : PackOrder::kLines;
+      if (dt != at::kHalf) {
+        const PackOrder pairs = dt == at::kBFloat16 ? PackOrder::kDpPairs : PackOrder::kFmaPairs;
+        const PackOrder other = p.pw.order == PackOrder::kLines ? pairs : PackOrder::kLines;
         Packed q(w, nullptr, other);
         q.buf.zero_();
         EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool, &q.pw), ref)) << where << " a copy in the other order";
