@@ -674,35 +674,42 @@ struct alignas(64) Interleave2 {
 inline constexpr Interleave2 kInterleaveLo{0}, kInterleaveHi{16};
 inline __m512i dp_interleave2(const Interleave2& t) { return _mm512_load_si512(t.idx); }
 
-// x [N,K] bf16 -> [N, Kp] words, Kp = K8 rounded up to 16, each 16-block interleaved as
-// the weights are, a last lone 8-step as (0, x[k+u]).
+// x [N,K] bf16 -> N * Kp words, Kp = K8 rounded up to 16, each 16-block interleaved as
+// the weights are, a last lone 8-step as (0, x[k+u]); arranged per tile of
+// kTileRows512 rows (rows 8t.. of R = min(8, N - 8t) rows at out + 8t * Kp) block by
+// block: row i's 16-block at k at + k * R + i * 16, so that a tile reads all its rows'
+// x at one k from one pointer at fixed offsets (one row: plain rows).
 void x_dp(const c10::BFloat16* x, int64_t N, int64_t K, uint16_t* out, int64_t Kp) {
   const int64_t K8 = K - K % kLanes, K16 = K8 - K8 % 16;
   const __m512i idx = dp_interleave();
   for (int64_t r = 0; r < N; ++r) {
     const uint16_t* xr = reinterpret_cast<const uint16_t*>(x + r * K);
-    uint16_t* o = out + r * Kp;
+    const int64_t t0 = r - r % kTileRows512, R = std::min<int64_t>(kTileRows512, N - t0);
+    uint16_t* o = out + t0 * Kp + (r - t0) * 16;  // + k * R: the block at k
     int64_t k = 0;
-    for (; k + 32 <= K16; k += 32)
-      _mm512_storeu_si512(o + k, _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(xr + k)));
+    for (; k + 32 <= K16; k += 32) {
+      const __m512i v = _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(xr + k));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + k * R), _mm512_castsi512_si256(v));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + (k + 16) * R), _mm512_extracti64x4_epi64(v, 1));
+    }
     for (; k < K16; k += 16)
       for (int u = 0; u < 8; ++u) {
-        o[k + 2 * u] = xr[k + 8 + u];
-        o[k + 2 * u + 1] = xr[k + u];
+        o[k * R + 2 * u] = xr[k + 8 + u];
+        o[k * R + 2 * u + 1] = xr[k + u];
       }
     if (K8 > K16)
       for (int u = 0; u < 8; ++u) {
-        o[K16 + 2 * u] = 0;
-        o[K16 + 2 * u + 1] = xr[K16 + u];
+        o[K16 * R + 2 * u] = 0;
+        o[K16 * R + 2 * u + 1] = xr[K16 + u];
       }
   }
 }
 
-// R rows x 2P columns of bf16 weights; xq: x_dp's rows (stride Kp); x: the fp32 rows for
-// finish_tile's k >= K8 tail; out as tile_avx512's.
+// R rows x 2P columns of bf16 weights; xq: x_dp's tile of R rows (row r's 16-block at k
+// at xq + k * R + r * 16); x: the fp32 rows for finish_tile's k >= K8 tail; out
+// as tile_avx512's.
 template <int R, int P>
-void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16* w, int64_t K, float* out,
-             Ahead& ahead) {
+void tile_dp(const uint16_t* xq, const float* x, const c10::BFloat16* w, int64_t K, float* out, Ahead& ahead) {
   const int64_t K8 = K - K % kLanes, K16 = K8 - K8 % 16;
   const __m512i idx = dp_interleave();
   const uint16_t* wq = reinterpret_cast<const uint16_t*>(w);
@@ -715,7 +722,7 @@ void tile_dp(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16
   auto step = [&](const __m512i (&wv)[P], int64_t k) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * Kp + k)));
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k * R + r * 16)));
 #pragma GCC unroll 8
       for (int p = 0; p < P; ++p) acc[r][p] = _mm512_dpbf16_ps(acc[r][p], (__m512bh)xv, (__m512bh)wv[p]);
     }
@@ -925,8 +932,8 @@ void round_to_bf16(const float* v, const c10::BFloat16* b, c10::BFloat16* y, int
 // memory.)
 constexpr int dp_pairs_for(int rows) { return rows == 2 ? 4 : pairs_for(rows); }
 
-using DpTileFn = void (*)(const uint16_t* xq, int64_t Kp, const float* x, const c10::BFloat16* w, int64_t K,
-                          float* out, Ahead& ahead);
+using DpTileFn = void (*)(const uint16_t* xq, const float* x, const c10::BFloat16* w, int64_t K, float* out,
+                          Ahead& ahead);
 
 DpTileFn dp_tile(int rr) {
   static const DpTileFn table[kTileRows512] = {tile_dp<1, dp_pairs_for(1)>, tile_dp<2, dp_pairs_for(2)>,
@@ -987,7 +994,8 @@ std::atomic<int64_t> g_warm_bytes{kWarmBytes};
 // the contract's arithmetic whichever tile holds it: the choice of tiles changes speed,
 // never bits.
 //   x [N,K] fp32, w [O,K], b [O] or null, y [N,O] (row-major, contiguous)
-//   xq: x_dp's rows (stride Kp) when isa is kAvx512Bf16 and T is bfloat16, else null.
+//   xq: x_dp's output (its tiles of 8 rows at xq + r * Kp) when isa is kAvx512Bf16 and T
+//   is bfloat16, else null.
 //   o_ahead >= o1: the tiles' prefetch may reach into [o1, o_ahead) (the columns this
 //   thread will likely compute next), never beyond.
 template <typename T>
@@ -1057,7 +1065,7 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
             int64_t o = c0;
             for (; o + cw <= c1; o += cw) {
               Ahead a = ahead_of(o, cw, first);
-              fn(xq + r * Kp, Kp, x + r * K, w + o * K, K, tile, a);
+              fn(xq + r * Kp, x + r * K, w + o * K, K, tile, a);
               // store()'s steps 16 at a time (the same bits; c10's scalar rounding per
               // output was ~9% of the 8-row tiles' time with the weights in the cache)
               for (int i = 0; i < rr; ++i) round_to_bf16(tile + i * cw, b == nullptr ? nullptr : b + o, y + (r + i) * O + o, cw);
@@ -1068,7 +1076,7 @@ void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t 
               std::copy(w + o * K, w + (o + cc) * K, spare.begin());
               Ahead none;
               none.within = prefetch;
-              fn(xq + r * Kp, Kp, x + r * K, spare.data(), K, tile, none);
+              fn(xq + r * Kp, x + r * K, spare.data(), K, tile, none);
               // tile holds rr x cw; store() reads rr x cc row-major: compact it first.
               for (int i = 0; i < rr; ++i)
                 for (int j = 0; j < cc; ++j) tile[i * cc + j] = tile[i * cw + j];
