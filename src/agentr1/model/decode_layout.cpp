@@ -46,7 +46,8 @@ void DecodeLayout::repack(SpinPool* pool) {
                       << "] " << e.packed.dtype << "); build a new DecodeLayout for the new model");
     uint8_t* dst = base + e.offset;
     // In the order this machine's one-row kernels read (row_linear.h: kDpPairs for bf16
-    // with AVX-512 BF16); under an ISA forced later, row_linear reads w instead.
+    // with AVX-512 BF16, kFmaPairs for fp32 with AVX-512); under an ISA forced later,
+    // row_linear reads w instead.
     const detail::PackOrder order = detail::pack_order_for(w.scalar_type(), detail::row_linear_isa());
     detail::pack_weight(w, dst, pool, order);
     e.packed = detail::PackedWeight{dst, w.size(0), w.size(1), w.scalar_type(), w.data_ptr(), nullptr, 0, nullptr, order};

@@ -525,9 +525,10 @@ void tile_avx512(const float* x, const W* w, int64_t K, float* out, Ahead& ahead
   finish_pair_tile<R, P>(acc, x, w, K, out);
 }
 
-// One row x one group of the decode layout: tile_avx512<1, P>'s pairs (0, 1) and (2, 3)
-// (the same fused multiply-adds per accumulator in the same order), the group's lines
-// read in address order.
+// One row x one group of a copy in kLines order (bf16 without AVX-512 BF16, half; fp32
+// copies on AVX-512 are in kFmaPairs order: group_fma below): tile_avx512<1, P>'s pairs
+// (0, 1) and (2, 3) (the same fused multiply-adds per accumulator in the same order), the
+// group's lines read in address order.
 template <typename W>
 void group_avx512(const float* x, PackedCols<W> w, int64_t K, float* out) {
   static_assert(kPackCols == 4, "two column pairs");
@@ -642,8 +643,8 @@ bool cpu_has_avx512() {
 // two bf16 are exact in fp32; RNE), i.e. two of the contract's steps when lane u of a
 // column holds w[k+u] in its high half and w[k+8+u] in its low half. The weights are
 // interleaved so in registers (one vpermt2w per column pair and 16 k from two columns'
-// whole lines, or one vpermw for a last 16 k), x once per call
-// (x_dp below), and a last lone step of 8 puts zeros in the low halves (acc + 0 * 0 =
+// whole lines, or one vpermw for a last 16 k), or in memory (one row from a copy in
+// PackOrder::kDpPairs: group_dpp), x once per call (x_dp below), and a last lone step of 8 puts zeros in the low halves (acc + 0 * 0 =
 // acc: an accumulator that starts at +0 is never -0). So these tiles compute the
 // contract's bits, with one difference the instruction imposes: denormal inputs and
 // results (|v| < 2^-126) are flushed to zero. The ISA runs every bf16 product on such a
@@ -678,7 +679,8 @@ inline __m512i dp_interleave2(const Interleave2& t) { return _mm512_load_si512(t
 // the weights are, a last lone 8-step as (0, x[k+u]); arranged per tile of
 // kTileRows512 rows (rows 8t.. of R = min(8, N - 8t) rows at out + 8t * Kp) block by
 // block: row i's 16-block at k at + k * R + i * 16, so that a tile reads all its rows'
-// x at one k from one pointer at fixed offsets (one row: plain rows).
+// x at one k from one pointer at fixed offsets (one row: plain rows). columns() cuts its
+// row tiles at the same multiples of 8 (its row blocks are multiples of 8).
 void x_dp(const c10::BFloat16* x, int64_t N, int64_t K, uint16_t* out, int64_t Kp) {
   const int64_t K8 = K - K % kLanes, K16 = K8 - K8 % 16;
   const __m512i idx = dp_interleave();
@@ -1001,6 +1003,7 @@ std::atomic<int64_t> g_warm_bytes{kWarmBytes};
 template <typename T>
 void columns(const float* x, const uint16_t* xq, int64_t Kp, int64_t N, int64_t K, const T* w, const T* b, T* y,
              int64_t O, int64_t o0, int64_t o1, int64_t o_ahead, RowLinearIsa isa) {
+  // A multiple of kTileRows512, so that row tiles start at multiples of 8 as x_dp's do.
   const int64_t row_block =
       std::max<int64_t>(kTileRows512, (int64_t{256} * 1024 / (K * 4)) / kTileRows512 * kTileRows512);
   float tile[kTileRows512 * 16];
@@ -1322,13 +1325,19 @@ std::vector<at::Tensor> dispatch(const at::Tensor& x, const std::vector<at::Tens
   }
   // A copy in another order than this ISA's kernels read (an ISA forced after packing):
   // w is read instead, the same bits.
-  std::vector<const PackedWeight*> readable(packed);
-  for (const PackedWeight*& pw : readable)
-    if (pw != nullptr && pw->order != pack_order_for(pw->dtype, isa)) pw = nullptr;
+  // (The copy of the vector only then: this runs for every product of a decode step.)
+  const bool foreign = std::any_of(packed.begin(), packed.end(), [&](const PackedWeight* pw) {
+    return pw != nullptr && pw->order != pack_order_for(pw->dtype, isa);
+  });
+  std::vector<const PackedWeight*> readable;
+  if (foreign)
+    for (const PackedWeight* pw : packed)
+      readable.push_back(pw != nullptr && pw->order == pack_order_for(pw->dtype, isa) ? pw : nullptr);
+  const std::vector<const PackedWeight*>& use = foreign ? readable : packed;
   switch (x.scalar_type()) {
-    case at::kFloat: return row_linear_impl<float>(x, ws, bs, pool, isa, parallel, readable);
-    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, ws, bs, pool, isa, parallel, readable);
-    case at::kHalf: return row_linear_impl<c10::Half>(x, ws, bs, pool, isa, parallel, readable);
+    case at::kFloat: return row_linear_impl<float>(x, ws, bs, pool, isa, parallel, use);
+    case at::kBFloat16: return row_linear_impl<c10::BFloat16>(x, ws, bs, pool, isa, parallel, use);
+    case at::kHalf: return row_linear_impl<c10::Half>(x, ws, bs, pool, isa, parallel, use);
     default: AGENTR1_CHECK(false, "row_linear: unsupported dtype " << x.scalar_type() << " (float, bfloat16, half)");
   }
   return {};

@@ -83,11 +83,11 @@ inline constexpr int kPackCols = 4;
 // only, for the AVX-512 kernels): likewise for the fused multiply-adds, each 16-k step j
 // < J = K / 16 (rounded down) as
 //   line 2h + c%4/2, float (c%2)*8 + u holds (c, 16j + 8h + u)   (u < 8, h = 0, 1)
-// and the lines of k >= 16J in kLines order. Either: the same values and zeros, so the
-// same size.
+// and the lines of k >= 16J in kLines order. Every order holds the same values and zeros,
+// so the same size.
 enum class PackOrder { kLines = 0, kDpPairs = 1, kFmaPairs = 2 };
 // Elements of w's dtype in the layout of an [O,K] weight of `dtype` (float, bf16, half),
-// in either order.
+// in any order.
 int64_t packed_weight_elems(int64_t O, int64_t K, at::ScalarType dtype);
 // Writes w (2-D, contiguous, CPU; float, bf16 or half) into dst in the layout
 // (packed_weight_elems elements, 64-byte aligned) in `order` (kDpPairs: bf16 only,

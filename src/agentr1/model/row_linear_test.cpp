@@ -239,8 +239,8 @@ TEST_P(RowLinear, PackedCopyGivesTheSameBitsOnEveryIsa) {
   for (int64_t K : {1, 7, 8, 16, 37, 48, 88, 300, 1030})
     for (int64_t O : {1, 3, 4, 6, 50, 131}) shapes.push_back(Shape{1, K, O, (K + O) % 2 == 0});
   shapes.push_back(Shape{1, 1024, 200, true});
-  // More than 64 groups in one call (the AVX-512 BF16 path runs groups 64 at a time; these
-  // are too small to be split over threads): a second batch, with and without a bias.
+  // Many groups in one call (too small to be split over threads: the one-row kernels'
+  // 16-column blocks run back to back, a partial one at the end), with and without a bias.
   shapes.push_back(Shape{1, 40, 301, true});
   shapes.push_back(Shape{1, 88, 1030, false});
   for (RowLinearIsa isa : supported_isas()) {
@@ -279,6 +279,21 @@ TEST_P(RowLinear, PackedCopyGivesTheSameBitsOnEveryIsa) {
         EXPECT_TRUE(same_bits(row_linear(x, w, b, &pool, &q.pw), ref)) << where << " a copy in the other order";
       }
     }
+  }
+}
+
+// Which order each ISA's one-row kernels read (row_linear.h): the instructions' operand
+// order where those kernels load operands whole (bf16 with vdpbf16ps, fp32 on AVX-512),
+// the plain lines elsewhere.
+TEST(RowLinearPackOrder, EachIsaReadsItsOwnOrder) {
+  using I = RowLinearIsa;
+  EXPECT_EQ(pack_order_for(at::kBFloat16, I::kAvx512Bf16), PackOrder::kDpPairs);
+  EXPECT_EQ(pack_order_for(at::kFloat, I::kAvx512Bf16), PackOrder::kFmaPairs);
+  EXPECT_EQ(pack_order_for(at::kFloat, I::kAvx512), PackOrder::kFmaPairs);
+  for (I isa : {I::kPortable, I::kAvx2, I::kAvx512, I::kAvx512Bf16}) {
+    EXPECT_EQ(pack_order_for(at::kHalf, isa), PackOrder::kLines);
+    if (isa != I::kAvx512Bf16) EXPECT_EQ(pack_order_for(at::kBFloat16, isa), PackOrder::kLines);
+    if (isa == I::kPortable || isa == I::kAvx2) EXPECT_EQ(pack_order_for(at::kFloat, isa), PackOrder::kLines);
   }
 }
 
@@ -405,7 +420,6 @@ TEST(RowLinearBf16, PackedProductsRoundToNearestEvenWithC10sNaN) {
   for (RowLinearIsa isa : supported_isas()) {
     ForcedIsa forced(isa);
     const Packed p(w), p2(w2), p64(w64);  // in the order this ISA reads
-    ASSERT_EQ(p.pw.order, pack_order_for(at::kBFloat16, isa));
     const at::Tensor y = row_linear(x, w, b, nullptr, &p.pw);
     const at::Tensor y64 = row_linear(x64, w64, b, nullptr, &p64.pw);
     for (int64_t o = 0; o < O; ++o) {
