@@ -644,8 +644,9 @@ bool cpu_has_avx512() {
 // column holds w[k+u] in its high half and w[k+8+u] in its low half. The weights are
 // interleaved so in registers (one vpermt2w per column pair and 16 k from two columns'
 // whole lines, or one vpermw for a last 16 k), or in memory (one row from a copy in
-// PackOrder::kDpPairs: group_dpp), x once per call (x_dp below), and a last lone step of 8 puts zeros in the low halves (acc + 0 * 0 =
-// acc: an accumulator that starts at +0 is never -0). So these tiles compute the
+// PackOrder::kDpPairs: group_dpp), x once per call (x_dp below), and a last lone step of
+// 8 puts zeros in the low halves (acc + 0 * 0 = acc: an accumulator that starts at +0 is
+// never -0). So these tiles compute the
 // contract's bits, with one difference the instruction imposes: denormal inputs and
 // results (|v| < 2^-126) are flushed to zero. The ISA runs every bf16 product on such a
 // CPU (one row too), so a row's bits never depend on its batch there either.
@@ -674,6 +675,13 @@ struct alignas(64) Interleave2 {
 };
 inline constexpr Interleave2 kInterleaveLo{0}, kInterleaveHi{16};
 inline __m512i dp_interleave2(const Interleave2& t) { return _mm512_load_si512(t.idx); }
+
+// 16 words (32 bytes) from each of two columns: a's in the low 256 bits, b's in the high
+// (the operand a last 16-k step permutes with one vpermw).
+inline __m512i join_lines(const void* a, const void* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(a))),
+                            _mm256_loadu_si256(static_cast<const __m256i*>(b)), 1);
+}
 
 // x [N,K] bf16 -> N * Kp words, Kp = K8 rounded up to 16, each 16-block interleaved as
 // the weights are, a last lone 8-step as (0, x[k+u]); arranged per tile of
@@ -775,9 +783,7 @@ void tile_dp(const uint16_t* xq, const float* x, const c10::BFloat16* w, int64_t
         const uint16_t* qa = wq + (2 * q) * K;
         const uint16_t* qb = qa + K;
         for (int64_t k2 = k; k2 < K16; k2 += 16) {
-          const __m512i raw = _mm512_inserti64x4(
-              _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + k2))),
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + k2)), 1);
+          const __m512i raw = join_lines(qa + k2, qb + k2);
           const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k2)));
           acc[0][q] = _mm512_dpbf16_ps(acc[0][q], (__m512bh)xv, (__m512bh)_mm512_permutexvar_epi16(idx, raw));
         }
@@ -825,10 +831,7 @@ void tile_dp(const uint16_t* xq, const float* x, const c10::BFloat16* w, int64_t
     if constexpr (R < kColumnFetchRows) fetch_ahead<R>(ahead, 2 * ahead.per_step);
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
-      const __m512i raw = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + (2 * p) * K + k))),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + (2 * p + 1) * K + k)), 1);
-      wv[p] = _mm512_permutexvar_epi16(idx, raw);
+      wv[p] = _mm512_permutexvar_epi16(idx, join_lines(wq + (2 * p) * K + k, wq + (2 * p + 1) * K + k));
     }
     step(wv, k);
   }
@@ -838,12 +841,6 @@ void tile_dp(const uint16_t* xq, const float* x, const c10::BFloat16* w, int64_t
     step(wv, K16);
   }
   finish_pair_tile<R, P>(acc, x, w, K, out);
-}
-
-// Words k..k+15 of two columns' lines: a's in the low 256 bits, b's in the high.
-inline __m512i join_lines(const c10::BFloat16* a, const c10::BFloat16* b) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
 }
 
 // One row x one group of a copy in kDpPairs order: tile_dp<1, P>'s pairs (0, 1) and (2, 3)
